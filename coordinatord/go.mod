@@ -1,0 +1,8 @@
+module github.com/strataio/strata/coordinatord
+
+go 1.26.0
+
+replace (
+	github.com/strataio/strata/libs => ../libs
+	github.com/strataio/strata/proto => ../proto
+)

@@ -1,0 +1,121 @@
+package rpc
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"sync"
+	"time"
+
+	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/keepalive"
+
+	"github.com/strataio/strata/libs/errcode"
+	"github.com/strataio/strata/libs/pki"
+)
+
+// ClientOptions configures Dial.
+type ClientOptions struct {
+	// Source supplies the client certificate and the CA verifying servers.
+	Source *pki.Source
+	// ServerRoles restricts the identities the server may present (any role
+	// when empty).
+	ServerRoles []pki.Role
+	Logger      *slog.Logger
+	Telemetry   Telemetry
+}
+
+// Dial creates a client connection to target (host:port) with mTLS, tracing
+// and typed-error conversion: errors returned by calls and stream
+// operations are *errcode.Error values. The connection is lazy; the first
+// call connects.
+func Dial(target string, o ClientOptions) (*grpc.ClientConn, error) {
+	if o.Source == nil {
+		return nil, errors.New("rpc: client needs a certificate source")
+	}
+	return grpc.NewClient(target,
+		grpc.WithTransportCredentials(credentials.NewTLS(o.Source.ClientConfig(o.ServerRoles...))),
+		grpc.WithStatsHandler(otelgrpc.NewClientHandler(o.Telemetry.options()...)),
+		grpc.WithChainUnaryInterceptor(typedUnary),
+		grpc.WithChainStreamInterceptor(typedStream),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(MaxMessageSize), grpc.MaxCallSendMsgSize(MaxMessageSize)),
+		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 20 * time.Second, Timeout: 10 * time.Second, PermitWithoutStream: true}),
+	)
+}
+
+func typedUnary(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+	if err := invoker(ctx, method, req, reply, cc, opts...); err != nil {
+		return errcode.FromStatus(err)
+	}
+	return nil
+}
+
+func typedStream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+	s, err := streamer(ctx, desc, cc, method, opts...)
+	if err != nil {
+		return nil, errcode.FromStatus(err)
+	}
+	return typedClientStream{s}, nil
+}
+
+type typedClientStream struct{ grpc.ClientStream }
+
+func (s typedClientStream) SendMsg(m any) error { return typed(s.ClientStream.SendMsg(m)) }
+func (s typedClientStream) RecvMsg(m any) error { return typed(s.ClientStream.RecvMsg(m)) }
+
+// typed keeps io.EOF (normal stream end) and converts everything else.
+func typed(err error) error {
+	if err == nil || errors.Is(err, io.EOF) {
+		return err
+	}
+	return errcode.FromStatus(err)
+}
+
+// Pool caches one client connection per target address, for callers that
+// talk to many peers (gateway → partitiond nodes).
+type Pool struct {
+	opts ClientOptions
+
+	mu     sync.Mutex
+	conns  map[string]*grpc.ClientConn
+	closed bool
+}
+
+// NewPool returns an empty pool dialing with opts.
+func NewPool(opts ClientOptions) *Pool {
+	return &Pool{opts: opts, conns: map[string]*grpc.ClientConn{}}
+}
+
+// Get returns the cached connection to target, dialing it on first use.
+func (p *Pool) Get(target string) (*grpc.ClientConn, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return nil, errcode.RouterNotAvailable.New("connection pool closed")
+	}
+	if c, ok := p.conns[target]; ok {
+		return c, nil
+	}
+	c, err := Dial(target, p.opts)
+	if err != nil {
+		return nil, err
+	}
+	p.conns[target] = c
+	return c, nil
+}
+
+// Close closes every cached connection.
+func (p *Pool) Close() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.closed = true
+	var errs []error
+	for k, c := range p.conns {
+		errs = append(errs, c.Close())
+		delete(p.conns, k)
+	}
+	return errors.Join(errs...)
+}

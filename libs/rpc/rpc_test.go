@@ -1,0 +1,217 @@
+package rpc
+
+import (
+	"context"
+	"errors"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"go.opentelemetry.io/otel/propagation"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.uber.org/goleak"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+
+	"github.com/strataio/strata/libs/errcode"
+	"github.com/strataio/strata/libs/pki"
+	"github.com/strataio/strata/libs/pki/pkitest"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// healthServer answers Check with a typed error for service "fail" and
+// records the caller identity.
+type healthServer struct {
+	healthpb.UnimplementedHealthServer
+	lastPeer pki.Identity
+}
+
+func (h *healthServer) Check(ctx context.Context, req *healthpb.HealthCheckRequest) (*healthpb.HealthCheckResponse, error) {
+	id, _ := PeerIdentity(ctx)
+	h.lastPeer = id
+	switch req.Service {
+	case "fail":
+		return nil, errcode.TopicNotFound.New("no such topic", "topic", "t1")
+	case "panic":
+		panic("boom")
+	}
+	return &healthpb.HealthCheckResponse{Status: healthpb.HealthCheckResponse_SERVING}, nil
+}
+
+var healthPolicy = Policy{
+	"/grpc.health.v1.Health/Check": {pki.RoleGateway},
+	"/grpc.health.v1.Health/Watch": {pki.RoleGateway},
+	"/grpc.health.v1.Health/List":  {pki.RoleGateway},
+}
+
+func startServer(t *testing.T, src *pki.Source, tel Telemetry) (string, *healthServer) {
+	t.Helper()
+	srv, err := NewServer(ServerOptions{Source: src, Policy: healthPolicy, Telemetry: tel})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := &healthServer{}
+	healthpb.RegisterHealthServer(srv, hs)
+	if err := CheckPolicy(srv, healthPolicy); err != nil {
+		t.Fatal(err)
+	}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(lis)
+	t.Cleanup(srv.Stop)
+	return lis.Addr().String(), hs
+}
+
+func check(t *testing.T, conn *grpc.ClientConn, service string) error {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{Service: service})
+	return err
+}
+
+func TestMutualTLSMatrix(t *testing.T) {
+	good := pkitest.New(t)
+	other := pkitest.New(t) // a different CA
+	addr, hs := startServer(t, good.Source(t, pki.RolePartitiond, "p1"), Telemetry{})
+
+	expired, err := func() (*pki.Source, error) {
+		f, err := good.CA.IssueToDir(good.Dir, "expired", pki.NodeSpec{
+			Identity:  pki.Identity{Role: pki.RoleGateway, NodeID: "old"},
+			NotBefore: time.Now().Add(-48 * time.Hour), Validity: time.Hour,
+		})
+		if err != nil {
+			return nil, err
+		}
+		return pki.NewSource(f)
+	}()
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	cases := []struct {
+		name    string
+		dial    func() (*grpc.ClientConn, error)
+		wantErr string // substring of the error; "" = success
+	}{
+		{"right CA and role", func() (*grpc.ClientConn, error) {
+			return Dial(addr, ClientOptions{Source: good.Source(t, pki.RoleGateway, "g1"), ServerRoles: []pki.Role{pki.RolePartitiond}})
+		}, ""},
+		{"wrong role is refused by policy", func() (*grpc.ClientConn, error) {
+			return Dial(addr, ClientOptions{Source: good.Source(t, pki.RoleCoordinatord, "c1")})
+		}, "peer_role_forbidden"},
+		{"client cert from another CA", func() (*grpc.ClientConn, error) {
+			return Dial(addr, ClientOptions{Source: other.Source(t, pki.RoleGateway, "g1")})
+		}, "router_not_available"},
+		{"expired client cert", func() (*grpc.ClientConn, error) {
+			return Dial(addr, ClientOptions{Source: expired})
+		}, "router_not_available"},
+		{"no client certificate", func() (*grpc.ClientConn, error) {
+			src := good.Source(t, pki.RoleGateway, "g1")
+			cfg := src.ClientConfig()
+			cfg.GetClientCertificate = nil
+			return grpc.NewClient(addr, grpc.WithTransportCredentials(credentials.NewTLS(cfg)), grpc.WithChainUnaryInterceptor(typedUnary))
+		}, "router_not_available"},
+		{"server with unexpected role", func() (*grpc.ClientConn, error) {
+			return Dial(addr, ClientOptions{Source: good.Source(t, pki.RoleGateway, "g1"), ServerRoles: []pki.Role{pki.RoleMetad}})
+		}, "router_not_available"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			conn, err := tc.dial()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			err = check(t, conn, "")
+			if tc.wantErr == "" {
+				if err != nil {
+					t.Fatalf("want success, got %v", err)
+				}
+				if hs.lastPeer != (pki.Identity{Role: pki.RoleGateway, NodeID: "g1"}) {
+					t.Fatalf("peer identity = %+v", hs.lastPeer)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Fatalf("want error containing %q, got %v", tc.wantErr, err)
+			}
+		})
+	}
+}
+
+func TestTypedErrorsSurviveTheHop(t *testing.T) {
+	p := pkitest.New(t)
+	addr, _ := startServer(t, p.Source(t, pki.RolePartitiond, "p1"), Telemetry{})
+	conn, err := Dial(addr, ClientOptions{Source: p.Source(t, pki.RoleGateway, "g1")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	err = check(t, conn, "fail")
+	if !errors.Is(err, errcode.TopicNotFound) {
+		t.Fatalf("want topic_not_found, got %v", err)
+	}
+	e, _ := errcode.As(err)
+	if e.Field("topic") != "t1" || e.Class != errcode.ClassNotFound || e.Message != "no such topic" {
+		t.Fatalf("typed error lost detail: %+v", e)
+	}
+	if err := check(t, conn, "panic"); !errors.Is(err, errcode.Internal) {
+		t.Fatalf("panic must become internal_error, got %v", err)
+	}
+	if err := check(t, conn, ""); err != nil {
+		t.Fatalf("server must survive a handler panic: %v", err)
+	}
+}
+
+func TestCheckPolicyFindsGaps(t *testing.T) {
+	p := pkitest.New(t)
+	srv, err := NewServer(ServerOptions{Source: p.Source(t, pki.RolePartitiond, "p1"), Policy: Policy{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	healthpb.RegisterHealthServer(srv, &healthServer{})
+	if err := CheckPolicy(srv, Policy{"/grpc.health.v1.Health/Check": {pki.RoleGateway}, "/x.Y/Z": nil}); err == nil ||
+		!strings.Contains(err.Error(), "Health/Watch") || !strings.Contains(err.Error(), "/x.Y/Z") {
+		t.Fatalf("CheckPolicy must report missing and unknown methods, got %v", err)
+	}
+}
+
+func TestTracePropagatesAcrossHop(t *testing.T) {
+	p := pkitest.New(t)
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	defer tp.Shutdown(context.Background())
+	tel := Telemetry{TracerProvider: tp, Propagator: propagation.TraceContext{}}
+	addr, _ := startServer(t, p.Source(t, pki.RolePartitiond, "p1"), tel)
+	conn, err := Dial(addr, ClientOptions{Source: p.Source(t, pki.RoleGateway, "g1"), Telemetry: tel})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ctx, span := tp.Tracer("test").Start(context.Background(), "publish t")
+	_, err = healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{})
+	span.End()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := span.SpanContext().TraceID()
+	var server bool
+	for _, s := range rec.Ended() {
+		if s.SpanContext().TraceID() != want {
+			t.Fatalf("span %q has trace %s, want %s", s.Name(), s.SpanContext().TraceID(), want)
+		}
+		if s.SpanKind().String() == "server" {
+			server = true
+		}
+	}
+	if !server {
+		t.Fatal("no server span recorded")
+	}
+}

@@ -1,0 +1,165 @@
+package fsm
+
+import (
+	"slices"
+	"strings"
+
+	"google.golang.org/protobuf/proto"
+
+	metav1 "github.com/strataio/strata/proto/strata/meta/v1"
+)
+
+// txn stages one command's changes over the committed state. Handlers read
+// through it (so they see their own writes) and the FSM commits it only when
+// the handler succeeds: a rejected command leaves no trace.
+type txn struct {
+	st *State
+
+	topics   map[string]*metav1.Topic // nil value: removal
+	nodes    map[string]*metav1.Node
+	settings *settings
+}
+
+type settings struct {
+	initialized   bool
+	txnShards     uint32
+	createdUnixMs int64
+}
+
+func newTxn(st *State) *txn {
+	return &txn{st: st, topics: map[string]*metav1.Topic{}, nodes: map[string]*metav1.Node{}}
+}
+
+func (tx *txn) topic(name string) *metav1.Topic {
+	if t, ok := tx.topics[name]; ok {
+		return t
+	}
+	return tx.st.topics[name]
+}
+
+func (tx *txn) putTopic(t *metav1.Topic) { tx.topics[t.GetConfig().GetName()] = t }
+
+func (tx *txn) removeTopic(name string) { tx.topics[name] = nil }
+
+// topicNames returns every topic name in the staged view, sorted.
+func (tx *txn) topicNames() []string {
+	names := make([]string, 0, len(tx.st.topics)+len(tx.topics))
+	for n := range tx.st.topics {
+		names = append(names, n)
+	}
+	for n := range tx.topics {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	names = slices.Compact(names)
+	return slices.DeleteFunc(names, func(n string) bool { return tx.topic(n) == nil })
+}
+
+func (tx *txn) node(id string) *metav1.Node {
+	if n, ok := tx.nodes[id]; ok {
+		return n
+	}
+	return tx.st.nodes[id]
+}
+
+func (tx *txn) putNode(n *metav1.Node) { tx.nodes[n.GetId()] = n }
+
+// nodeIDs returns every node id in the staged view, sorted.
+func (tx *txn) nodeIDs() []string {
+	ids := make([]string, 0, len(tx.st.nodes)+len(tx.nodes))
+	for id := range tx.st.nodes {
+		ids = append(ids, id)
+	}
+	for id := range tx.nodes {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	return slices.Compact(ids)
+}
+
+// liveNodes returns the live nodes of role in the staged view, sorted by id.
+func (tx *txn) liveNodes(role metav1.NodeRole) []*metav1.Node {
+	var out []*metav1.Node
+	for _, id := range tx.nodeIDs() {
+		if n := tx.node(id); n != nil && n.GetLive() && n.GetRole() == role {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// isLivePartitiond reports whether id is a live partition server.
+func (tx *txn) isLivePartitiond(id string) bool {
+	n := tx.node(id)
+	return n != nil && n.GetLive() && n.GetRole() == metav1.NodeRole_NODE_ROLE_PARTITIOND
+}
+
+func (tx *txn) cur() settings {
+	if tx.settings != nil {
+		return *tx.settings
+	}
+	return settings{initialized: tx.st.initialized, txnShards: tx.st.txnShards, createdUnixMs: tx.st.createdUnixMs}
+}
+
+// commit applies the staged changes to st and returns the watch events they
+// produce, numbered from st.revision+1: nodes first (by id), then topics (by
+// name). Objects equal to the committed ones produce nothing; a node change
+// that only renews the lease (last_heartbeat_unix_ms) changes the state but
+// emits no event, so heartbeats do not flood watchers.
+func (tx *txn) commit() []*metav1.WatchResponse {
+	st := tx.st
+	var events []*metav1.WatchResponse
+	emit := func(ev *metav1.WatchResponse) {
+		st.revision++
+		ev.Revision = st.revision
+		events = append(events, ev)
+	}
+	if tx.settings != nil {
+		st.initialized, st.txnShards, st.createdUnixMs = tx.settings.initialized, tx.settings.txnShards, tx.settings.createdUnixMs
+	}
+	for _, id := range sortedKeys(tx.nodes) {
+		n, old := tx.nodes[id], st.nodes[id]
+		switch {
+		case n == nil && old != nil:
+			delete(st.nodes, id)
+			emit(&metav1.WatchResponse{Event: &metav1.WatchResponse_NodeRemoved{NodeRemoved: id}})
+		case n == nil, proto.Equal(n, old):
+		default:
+			st.nodes[id] = n
+			if old == nil || !sameBesidesHeartbeat(n, old) {
+				emit(&metav1.WatchResponse{Event: &metav1.WatchResponse_NodeUpserted{NodeUpserted: n}})
+			}
+		}
+	}
+	for _, name := range sortedKeys(tx.topics) {
+		t, old := tx.topics[name], st.topics[name]
+		switch {
+		case t == nil && old != nil:
+			delete(st.topics, name)
+			emit(&metav1.WatchResponse{Event: &metav1.WatchResponse_TopicRemoved{TopicRemoved: name}})
+		case t == nil, proto.Equal(t, old):
+		default:
+			st.topics[name] = t
+			emit(&metav1.WatchResponse{Event: &metav1.WatchResponse_TopicUpserted{TopicUpserted: t}})
+		}
+	}
+	return events
+}
+
+func sameBesidesHeartbeat(a, b *metav1.Node) bool {
+	if a.GetLastHeartbeatUnixMs() == b.GetLastHeartbeatUnixMs() {
+		return proto.Equal(a, b)
+	}
+	c := proto.CloneOf(a)
+	c.LastHeartbeatUnixMs = b.GetLastHeartbeatUnixMs()
+	return proto.Equal(c, b)
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, strings.Compare)
+	return keys
+}

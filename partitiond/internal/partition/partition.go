@@ -1,0 +1,505 @@
+package partition
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/strataio/strata/libs/errcode"
+	"github.com/strataio/strata/partitiond/internal/producer"
+	"github.com/strataio/strata/partitiond/internal/record"
+	"github.com/strataio/strata/partitiond/internal/seglog"
+	"github.com/strataio/strata/partitiond/internal/segment"
+	"github.com/strataio/strata/partitiond/internal/statestore"
+)
+
+// Acks values (spec 4.6): -1 and "all" are aliases.
+const (
+	AcksNone   int32 = 0
+	AcksLeader int32 = 1
+	AcksAll    int32 = -1
+)
+
+// AppendRequest is one batch to append (the Go form of the proto
+// AppendRequest plus the ISR facts the caller knows from metad).
+type AppendRequest struct {
+	// LifecycleEpoch is the topic lifecycle epoch the caller routed with.
+	LifecycleEpoch uint64
+	Acks           int32
+	// Records is the record set ([u32 length][Wire v2 record] repeated).
+	// Append writes the partition and the assigned offsets into it in
+	// place; it must not be used concurrently with the call.
+	Records     []byte
+	RecordCount uint32
+	// Producer identity (spec 4.6). Idempotent with BaseSequence > 0 turns
+	// on dedup; LastSequence 0 means BaseSequence + RecordCount - 1.
+	ProducerID    string
+	ProducerEpoch int64
+	BaseSequence  uint64
+	LastSequence  uint64
+	Idempotent    bool
+	// ISRSize and MinISR are the current in-sync replica count and the
+	// effective minimum (topic override, else broker min_insync_replicas);
+	// values <= 0 mean 1 (a standalone single replica).
+	ISRSize int
+	MinISR  int
+}
+
+// AppendResult answers an append.
+type AppendResult struct {
+	BaseOffset uint64
+	LastOffset uint64
+	// Duplicate: the batch was a retry of a stored one; the offsets are the
+	// original ones.
+	Duplicate   bool
+	LeaderEpoch uint64
+}
+
+// Isolation is a fetch's isolation level.
+type Isolation uint8
+
+// Isolation levels. Until the transaction index exists Append refuses
+// transactional records, so both levels read the same records.
+const (
+	ReadCommitted Isolation = iota
+	ReadUncommitted
+)
+
+// FetchRequest asks for records from Offset.
+type FetchRequest struct {
+	LifecycleEpoch uint64
+	Offset         uint64
+	// MaxRecords and MaxBytes bound the answer (0: node defaults). The first
+	// record is returned even when it alone exceeds MaxBytes.
+	MaxRecords int
+	MaxBytes   int
+	// Wait is the long-poll time: with nothing at Offset yet, Fetch waits up
+	// to Wait for an append to become readable.
+	Wait      time.Duration
+	Isolation Isolation
+}
+
+// FetchResult answers a fetch.
+type FetchResult struct {
+	// Records is a record set with offsets written in.
+	Records     []byte
+	RecordCount int
+	// NextOffset is the offset to fetch next.
+	NextOffset     uint64
+	LogStartOffset uint64
+	HighWatermark  uint64
+	LogEndOffset   uint64
+}
+
+// Offsets is a partition's offset range (spec 2.2).
+type Offsets struct {
+	// Earliest is the first retained offset.
+	Earliest uint64
+	// Latest is the next readable committed offset (autoOffsetReset=latest).
+	Latest uint64
+	// LEO is the next offset to assign.
+	LEO uint64
+	// HWM is the next offset visible to committed readers.
+	HWM uint64
+}
+
+const (
+	goneNot = iota
+	goneDeleted
+	goneTruncated
+	goneClosed
+)
+
+// Partition is one partition replica on this node. Its methods are safe for
+// concurrent use.
+type Partition struct {
+	node  *Node
+	topic string
+	id    int32
+
+	// mu orders appends with the producer table: check, assign offsets,
+	// write, record, as one step.
+	mu        sync.Mutex
+	producers *producer.Table
+
+	// maint excludes maintenance from lifecycle changes.
+	maint sync.Mutex
+
+	log  *seglog.Log
+	meta atomic.Pointer[statestore.Meta]
+
+	gone      atomic.Int32
+	goneEpoch atomic.Uint64
+
+	// Maintenance bookkeeping (under maint).
+	ckptBase         uint64
+	ckptSize         int64
+	lastProducerCkpt uint64
+	producerCovered  uint64
+}
+
+// Topic returns the partition's topic.
+func (p *Partition) Topic() string { return p.topic }
+
+// ID returns the partition number.
+func (p *Partition) ID() int32 { return p.id }
+
+// LifecycleEpoch returns the topic lifecycle epoch the partition's data
+// belongs to.
+func (p *Partition) LifecycleEpoch() uint64 { return p.meta.Load().LifecycleEpoch }
+
+// LeaderEpoch returns the leader epoch appends are stored under.
+func (p *Partition) LeaderEpoch() uint64 { return p.meta.Load().LeaderEpoch }
+
+// Config returns the stored topic config.
+func (p *Partition) Config() TopicConfig { return p.meta.Load().Config }
+
+func (p *Partition) fields(kv ...string) []string {
+	return append([]string{"topic", p.topic, "partition", strconv.Itoa(int(p.id))}, kv...)
+}
+
+func utoa(v uint64) string { return strconv.FormatUint(v, 10) }
+
+// check rejects requests on a partition that was deleted or replaced, or
+// that carry another lifecycle epoch.
+func (p *Partition) check(epoch uint64) error {
+	switch p.gone.Load() {
+	case goneDeleted, goneClosed:
+		return errcode.PartitionNotFound.New("partition is not hosted on this node", p.fields()...)
+	case goneTruncated:
+		cur := p.goneEpoch.Load()
+		if epoch < cur {
+			return errcode.StaleLifecycleEpoch.New("topic was truncated under a newer lifecycle epoch",
+				p.fields("current", utoa(cur), "got", utoa(epoch))...)
+		}
+		return errcode.LifecycleEpochPending.New("partition was replaced by a truncate; look it up again",
+			p.fields("current", utoa(cur), "got", utoa(epoch))...)
+	}
+	cur := p.meta.Load().LifecycleEpoch
+	switch {
+	case epoch < cur:
+		return errcode.StaleLifecycleEpoch.New("request carries an older topic lifecycle epoch",
+			p.fields("current", utoa(cur), "got", utoa(epoch))...)
+	case epoch > cur:
+		return errcode.LifecycleEpochPending.New("this node has not applied the request's lifecycle epoch yet",
+			p.fields("current", utoa(cur), "got", utoa(epoch))...)
+	}
+	return nil
+}
+
+// storageErr adds the partition to storage errors from the log.
+func (p *Partition) storageErr(err error) error {
+	var e *errcode.Error
+	if errors.As(err, &e) {
+		c := *e
+		c.Fields = append([]errcode.Field(nil), e.Fields...)
+		for _, f := range []errcode.Field{{Key: "topic", Value: p.topic}, {Key: "partition", Value: strconv.Itoa(int(p.id))}} {
+			if !hasField(c.Fields, f.Key) {
+				c.Fields = insertField(c.Fields, f)
+			}
+		}
+		return &c
+	}
+	return err
+}
+
+func hasField(fs []errcode.Field, k string) bool {
+	for _, f := range fs {
+		if f.Key == k {
+			return true
+		}
+	}
+	return false
+}
+
+func insertField(fs []errcode.Field, f errcode.Field) []errcode.Field {
+	i := 0
+	for i < len(fs) && fs[i].Key < f.Key {
+		i++
+	}
+	fs = append(fs, errcode.Field{})
+	copy(fs[i+1:], fs[i:])
+	fs[i] = f
+	return fs
+}
+
+func ctxErr(err error, what string) error {
+	if errors.Is(err, context.DeadlineExceeded) {
+		return errcode.RequestTimeout.New(what + ": deadline exceeded")
+	}
+	return errcode.RequestCancelled.New(what + ": request cancelled")
+}
+
+// Append stores a batch (spec 4.6). Validation, the acks rules and the
+// idempotence rules are checked before anything is written or any producer
+// sequence changes. With acks 1 or all the call returns after the fdatasync
+// that covers the batch; with acks 0 it returns once the batch is written
+// (it is still made durable by the next group commit). A retried idempotent
+// batch returns its original offsets with Duplicate set, also only once
+// they are durable.
+func (p *Partition) Append(ctx context.Context, req *AppendRequest) (AppendResult, error) {
+	if err := p.check(req.LifecycleEpoch); err != nil {
+		return AppendResult{}, err
+	}
+	switch req.Acks {
+	case AcksNone, AcksLeader, AcksAll:
+	default:
+		return AppendResult{}, errcode.InvalidParameter.New("acks must be 0, 1, -1 or all", p.fields("param", "acks", "value", strconv.Itoa(int(req.Acks)))...)
+	}
+	if req.Idempotent && req.Acks != AcksAll {
+		return AppendResult{}, errcode.IdempotenceRequiresAcksAll.New("idempotence requires acks all or -1",
+			p.fields("acks", strconv.Itoa(int(req.Acks)))...)
+	}
+	if req.Acks == AcksAll {
+		isr, minISR := max(req.ISRSize, 1), max(req.MinISR, 1)
+		if minISR > isr {
+			return AppendResult{}, errcode.InsufficientInSyncReplicas.New("fewer in-sync replicas than the effective minimum",
+				p.fields("isr", strconv.Itoa(isr), "min_in_sync_replicas", strconv.Itoa(minISR))...)
+		}
+	}
+	meta := p.meta.Load()
+	b, err := p.prepare(req, meta)
+	if err != nil {
+		return AppendResult{}, err
+	}
+	dedup := req.Idempotent && req.BaseSequence > 0
+	var pb producer.Batch
+	if dedup {
+		last := req.LastSequence
+		n := uint64(len(b.OffsetPos))
+		if last == 0 {
+			last = req.BaseSequence + n - 1
+		}
+		if last < req.BaseSequence || last-req.BaseSequence+1 != n {
+			return AppendResult{}, errcode.InvalidParameter.New("sequence range does not match the record count",
+				p.fields("param", "last_sequence", "base", utoa(req.BaseSequence), "last", utoa(last), "records", utoa(n))...)
+		}
+		if req.ProducerID == "" {
+			return AppendResult{}, errcode.MissingParameter.New("idempotent append without a producer id", p.fields("param", "producer_id")...)
+		}
+		pb = producer.Batch{ProducerID: req.ProducerID, Epoch: req.ProducerEpoch, BaseSeq: req.BaseSequence, LastSeq: last}
+		b.Flags |= segment.FlagIdempotent
+		b.BaseSequence, b.LastSequence = req.BaseSequence, last
+	}
+	b.ProducerID = []byte(req.ProducerID)
+	b.ProducerEpoch = req.ProducerEpoch
+
+	now := p.node.clock.Now()
+	p.mu.Lock()
+	if err := p.check(req.LifecycleEpoch); err != nil {
+		p.mu.Unlock()
+		return AppendResult{}, err
+	}
+	if dedup {
+		v, err := p.producers.Check(pb, now)
+		if err != nil {
+			p.mu.Unlock()
+			return AppendResult{}, p.storageErr(err)
+		}
+		if v.Duplicate {
+			p.mu.Unlock()
+			res := AppendResult{BaseOffset: v.Ref.BaseOffset, LastOffset: v.Ref.LastOffset, Duplicate: true, LeaderEpoch: meta.LeaderEpoch}
+			if err := p.log.WaitDurable(ctx, v.Ref.LastOffset+1); err != nil {
+				return AppendResult{}, p.waitErr(err)
+			}
+			return res, nil
+		}
+	}
+	b.LeaderEpoch = p.meta.Load().LeaderEpoch
+	base, err := p.log.Append(b)
+	if err != nil {
+		p.mu.Unlock()
+		return AppendResult{}, p.storageErr(err)
+	}
+	last := base + uint64(len(b.OffsetPos)) - 1
+	if dedup {
+		p.producers.Record(pb, base, last, now.UnixMilli())
+	}
+	p.mu.Unlock()
+	res := AppendResult{BaseOffset: base, LastOffset: last, LeaderEpoch: b.LeaderEpoch}
+	if req.Acks == AcksNone {
+		return res, nil
+	}
+	if err := p.log.WaitDurable(ctx, last+1); err != nil {
+		return AppendResult{}, p.waitErr(err)
+	}
+	return res, nil
+}
+
+func (p *Partition) waitErr(err error) error {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return ctxErr(err, "append written but not yet acknowledged as durable")
+	}
+	return p.storageErr(err)
+}
+
+// prepare validates the record set and builds the log batch: every record
+// must decode, belong to this topic, carry a key on compacted topics and no
+// transaction metadata (the transaction index is a later feature). The
+// partition field of every record is set to this partition.
+func (p *Partition) prepare(req *AppendRequest, meta *statestore.Meta) (*seglog.Batch, error) {
+	set := req.Records
+	if len(set) == 0 || req.RecordCount == 0 {
+		return nil, errcode.InvalidParameter.New("empty record set", p.fields("param", "records")...)
+	}
+	if len(set) > p.node.cfg.Defaults.MaxBatchBytes {
+		return nil, errcode.InvalidParameter.New("record set larger than the batch limit",
+			p.fields("param", "records", "bytes", strconv.Itoa(len(set)), "max", strconv.Itoa(p.node.cfg.Defaults.MaxBatchBytes))...)
+	}
+	if req.RecordCount > 100_000 {
+		return nil, errcode.InvalidParameter.New("more than 100000 records in one batch", p.fields("param", "record_count")...)
+	}
+	compact := hasCompact(p.node.policy(meta.Config))
+	b := &seglog.Batch{Records: set, OffsetPos: make([]int, 0, req.RecordCount)}
+	topic := []byte(p.topic)
+	pos := 0
+	for pos < len(set) {
+		rec, _, ok, bad := record.Next(set[pos:])
+		if bad || !ok {
+			return nil, errcode.MalformedInput.New("record set length prefixes do not cover the set",
+				p.fields("record", strconv.Itoa(len(b.OffsetPos)))...)
+		}
+		in, err := p.node.inspector.Inspect(rec)
+		if err != nil {
+			return nil, err
+		}
+		n := len(b.OffsetPos)
+		switch {
+		case !bytes.Equal(in.Topic, topic):
+			return nil, errcode.InvalidParameter.New("record topic differs from the partition's topic",
+				p.fields("param", "records", "record", strconv.Itoa(n), "record_topic", string(in.Topic))...)
+		case in.Transactional || in.Control:
+			return nil, errcode.UnsupportedFeature.New("transactional records need the transaction index, which partitiond does not have yet",
+				p.fields("command", "TXN_PUBLISH")...)
+		case compact && !in.HasKey:
+			return nil, errcode.InvalidParameter.New("records of a compacted topic need a key",
+				p.fields("param", "key", "record", strconv.Itoa(n))...)
+		}
+		record.SetPartition(rec, &in, p.id)
+		b.OffsetPos = append(b.OffsetPos, pos+4+in.OffsetPos)
+		if in.HasTimestamp {
+			if !b.HasTimestamps {
+				b.HasTimestamps, b.FirstTimestamp, b.MaxTimestamp = true, in.Timestamp, in.Timestamp
+			}
+			b.MaxTimestamp = max(b.MaxTimestamp, in.Timestamp)
+		}
+		pos += 4 + len(rec)
+	}
+	if len(b.OffsetPos) != int(req.RecordCount) {
+		return nil, errcode.InvalidParameter.New("record_count differs from the records sent",
+			p.fields("param", "record_count", "declared", strconv.Itoa(int(req.RecordCount)), "found", strconv.Itoa(len(b.OffsetPos)))...)
+	}
+	return b, nil
+}
+
+// highWatermark is the next offset visible to committed readers. With a
+// single replica it is the durable end; replication will lower it to the
+// ISR's committed point and every read path already caps at it.
+func (p *Partition) highWatermark() uint64 { return p.log.DurableEnd() }
+
+// ListOffsets returns the partition's offset range.
+func (p *Partition) ListOffsets() (Offsets, error) {
+	if err := p.checkGone(); err != nil {
+		return Offsets{}, err
+	}
+	hwm := p.highWatermark()
+	return Offsets{Earliest: p.log.StartOffset(), Latest: hwm, LEO: p.log.EndOffset(), HWM: hwm}, nil
+}
+
+func (p *Partition) checkGone() error {
+	if p.gone.Load() == goneNot {
+		return nil
+	}
+	return p.check(p.meta.Load().LifecycleEpoch)
+}
+
+// OffsetForTime returns the first offset of the first batch whose max
+// timestamp is at least ts (through the time index); ok is false when no
+// stored batch is that late.
+func (p *Partition) OffsetForTime(ts int64) (uint64, bool, error) {
+	if err := p.checkGone(); err != nil {
+		return 0, false, err
+	}
+	off, ok, err := p.log.OffsetForTime(ts)
+	return off, ok, p.storageErr(err)
+}
+
+// Fetch reads records from req.Offset (spec 4.6 CONSUME):
+//
+//   - below the log start, or above the log end offset:
+//     errcode.OffsetOutOfRange with requested, earliest and latest;
+//   - at or above the high watermark (and not above the log end): an empty
+//     answer, after waiting up to req.Wait for an append to become readable
+//     (woken by the append's fdatasync, no polling);
+//   - otherwise the records from the offset, never any at or above the high
+//     watermark (the durable end with one replica). Compaction gaps are
+//     skipped: NextOffset moves past them even when no record is returned.
+//
+// When the partition is fenced after a storage failure, data below the
+// durable end is still served and anything above it fails with
+// errcode.StorageUnavailable instead of waiting.
+func (p *Partition) Fetch(ctx context.Context, req *FetchRequest) (FetchResult, error) {
+	maxRecords, maxBytes := req.MaxRecords, req.MaxBytes
+	if maxRecords <= 0 {
+		maxRecords = p.node.cfg.Defaults.FetchMaxRecords
+	}
+	if maxBytes <= 0 {
+		maxBytes = p.node.cfg.Defaults.FetchMaxBytes
+	}
+	var timer *time.Timer
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	for {
+		changed := p.log.Changed()
+		if err := p.check(req.LifecycleEpoch); err != nil {
+			return FetchResult{}, err
+		}
+		start, hwm, leo := p.log.StartOffset(), p.highWatermark(), p.log.EndOffset()
+		res := FetchResult{NextOffset: req.Offset, LogStartOffset: start, HighWatermark: hwm, LogEndOffset: leo}
+		if req.Offset < start || req.Offset > leo {
+			return FetchResult{}, p.outOfRange(req.Offset, start, hwm)
+		}
+		if req.Offset < hwm {
+			r, err := p.log.Read(req.Offset, maxRecords, maxBytes, hwm)
+			if errors.Is(err, seglog.ErrBelowStart) {
+				return FetchResult{}, p.outOfRange(req.Offset, p.log.StartOffset(), hwm)
+			}
+			if err != nil {
+				return FetchResult{}, p.storageErr(err)
+			}
+			if r.Count > 0 || r.Next > req.Offset {
+				res.Records, res.RecordCount, res.NextOffset = r.Records, r.Count, r.Next
+				return res, nil
+			}
+		}
+		if p.log.Fenced() != nil {
+			return FetchResult{}, p.storageErr(errcode.StorageUnavailable.New("partition storage is fenced; nothing above the durable end can be read",
+				"durable_end", utoa(hwm)))
+		}
+		if req.Wait <= 0 {
+			return res, nil
+		}
+		if timer == nil {
+			timer = time.NewTimer(req.Wait)
+		}
+		select {
+		case <-changed:
+		case <-timer.C:
+			return res, nil
+		case <-ctx.Done():
+			return FetchResult{}, ctxErr(ctx.Err(), "fetch")
+		}
+	}
+}
+
+func (p *Partition) outOfRange(requested, earliest, latest uint64) error {
+	return errcode.OffsetOutOfRange.New("offset outside the retained log",
+		p.fields("requested", utoa(requested), "earliest", utoa(earliest), "latest", utoa(latest))...)
+}
