@@ -152,7 +152,7 @@ func Main[C any](b Binary[C], args []string, stdout, stderr io.Writer) int {
 	}
 	role, err := b.Build(env, cfg)
 	if err != nil {
-		proc.closeEnvs()
+		proc.Close()
 		log.Error("startup failed", "err", err)
 		return 1
 	}

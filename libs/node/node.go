@@ -250,6 +250,10 @@ func (p *Process) shutdownListeners(timeout time.Duration) {
 	}
 }
 
+// Close releases the role environments of a process that will not Run (a
+// later role failed to build). Run releases them itself.
+func (p *Process) Close() { p.closeEnvs() }
+
 func (p *Process) closeEnvs() {
 	for _, env := range p.envs {
 		env.Clients.Close()

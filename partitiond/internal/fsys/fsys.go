@@ -126,12 +126,12 @@ func (v vfsFS) Open(name string) (File, error) {
 	return vfsFile{f}, nil
 }
 
-func (v vfsFS) Remove(name string) error            { return v.v.Remove(name) }
-func (v vfsFS) RemoveAll(name string) error         { return v.v.RemoveAll(name) }
+func (v vfsFS) Remove(name string) error             { return v.v.Remove(name) }
+func (v vfsFS) RemoveAll(name string) error          { return v.v.RemoveAll(name) }
 func (v vfsFS) Rename(oldname, newname string) error { return v.v.Rename(oldname, newname) }
-func (v vfsFS) MkdirAll(dir string) error           { return v.v.MkdirAll(dir, 0o755) }
-func (v vfsFS) List(dir string) ([]string, error)   { return v.v.List(dir) }
-func (v vfsFS) Join(elem ...string) string          { return v.v.PathJoin(elem...) }
+func (v vfsFS) MkdirAll(dir string) error            { return v.v.MkdirAll(dir, 0o755) }
+func (v vfsFS) List(dir string) ([]string, error)    { return v.v.List(dir) }
+func (v vfsFS) Join(elem ...string) string           { return v.v.PathJoin(elem...) }
 
 func (v vfsFS) Exists(name string) (bool, error) {
 	_, err := v.v.Stat(name)

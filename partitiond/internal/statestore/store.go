@@ -94,8 +94,8 @@ const (
 	KeyHWM             = "hwm"
 	KeyProducerCkpt    = "prodckpt"
 	PrefixProducer     = "prod/"
-	PrefixTransactions = "txn/"   // reserved: transaction index
-	PrefixESIndex      = "esidx/" // reserved: event-sourcing aggregate index
+	PrefixTransactions = "txn/"    // reserved: transaction index
+	PrefixESIndex      = "esidx/"  // reserved: event-sourcing aggregate index
 	PrefixESSnapshot   = "essnap/" // reserved: event-sourcing snapshots
 )
 
