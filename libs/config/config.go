@@ -45,8 +45,16 @@ func fields(cfg any) ([]field, error) {
 			if !sf.IsExported() {
 				continue
 			}
-			name, _, _ := strings.Cut(sf.Tag.Get("yaml"), ",")
+			name, opts, _ := strings.Cut(sf.Tag.Get("yaml"), ",")
 			if name == "-" {
+				continue
+			}
+			// `yaml:",inline"` flattens an embedded struct (node.Common in
+			// role binaries) into the parent's paths, as yaml.v3 does.
+			if name == "" && opts == "inline" && sf.Type.Kind() == reflect.Struct {
+				if err := walk(v.Field(i), prefix); err != nil {
+					return err
+				}
 				continue
 			}
 			if name == "" {

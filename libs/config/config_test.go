@@ -102,3 +102,39 @@ func TestEffectiveRedactsSecrets(t *testing.T) {
 		t.Fatalf("reference: %s", ref)
 	}
 }
+
+// An inline embedded struct (a role binary's node.Common) contributes its
+// fields at the parent's level in YAML, environment and flags.
+func TestInlineStructFlattensPaths(t *testing.T) {
+	type Inner = sub
+	type inlineCfg struct {
+		Inner `yaml:",inline"`
+		Role  string `yaml:"role"`
+	}
+	cfg := &inlineCfg{Inner: Inner{Addr: ":1"}}
+	l, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.Lookup = func(k string) (string, bool) {
+		if k == "STRATA_TIMEOUT" {
+			return "3s", true
+		}
+		return "", false
+	}
+	fs := flag.NewFlagSet("t", flag.ContinueOnError)
+	l.RegisterFlags(fs)
+	if err := fs.Parse([]string{"--addr", ":2"}); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "c.yaml")
+	if err := os.WriteFile(path, []byte("addr: \":3\"\nrole: x\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Load(path); err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Addr != ":2" || cfg.Timeout != 3*time.Second || cfg.Role != "x" {
+		t.Fatalf("got %+v", cfg)
+	}
+}

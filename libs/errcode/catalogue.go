@@ -188,6 +188,8 @@ var (
 	// Strata: a coordinatord configured with another transaction_coordinator_shards
 	// than the value fixed at cluster creation cannot join (fields cluster, node).
 	TransactionShardsMismatch = register("transaction_coordinator_shards_mismatch", ClassConflict)
+	// Strata: DeleteGroup of a group that still has active members.
+	GroupNotEmpty = register("group_not_empty", ClassConflict)
 
 	// Authorization: fail closed.
 	NotAuthorizedForOperation    = register("NOT_AUTHORIZED_FOR_OPERATION", ClassAuthorization)

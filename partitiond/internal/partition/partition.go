@@ -242,29 +242,68 @@ func ctxErr(err error, what string) error {
 // batch returns its original offsets with Duplicate set, also only once
 // they are durable.
 func (p *Partition) Append(ctx context.Context, req *AppendRequest) (AppendResult, error) {
-	if err := p.check(req.LifecycleEpoch); err != nil {
+	pa, err := p.AppendAsync(ctx, req)
+	if err != nil {
 		return AppendResult{}, err
+	}
+	if req.Acks == AcksNone && !pa.Result.Duplicate {
+		return pa.Result, nil
+	}
+	if err := pa.Wait(ctx); err != nil {
+		return AppendResult{}, err
+	}
+	return pa.Result, nil
+}
+
+// PendingAppend is a batch written to the log (or recognised as a retry of a
+// stored one) whose durability may still be outstanding.
+type PendingAppend struct {
+	// Result holds the assigned (or, for a duplicate, the original) offsets.
+	// They must not be acknowledged with acks 1 or all before Wait returns.
+	Result  AppendResult
+	p       *Partition
+	durable uint64 // the log end the acknowledgement waits for
+}
+
+// Wait blocks until the fdatasync covering the batch finished (or ctx ends).
+// An fsync failure is returned, never retried-and-acknowledged.
+func (pa *PendingAppend) Wait(ctx context.Context) error {
+	if err := pa.p.log.WaitDurable(ctx, pa.durable); err != nil {
+		return pa.p.waitErr(err)
+	}
+	return nil
+}
+
+// AppendAsync is Append split in two for pipelined callers (the gRPC Produce
+// stream): it validates and writes the batch, assigning its offsets in call
+// order, and returns without waiting for the group-commit fdatasync; the
+// caller acknowledges after PendingAppend.Wait (acks 1 or all). Calls on one
+// partition are ordered by their return, so a caller issuing appends one
+// after the other keeps their order in the log.
+func (p *Partition) AppendAsync(ctx context.Context, req *AppendRequest) (*PendingAppend, error) {
+	if err := p.check(req.LifecycleEpoch); err != nil {
+		return nil, err
 	}
 	switch req.Acks {
 	case AcksNone, AcksLeader, AcksAll:
 	default:
-		return AppendResult{}, errcode.InvalidParameter.New("acks must be 0, 1, -1 or all", p.fields("param", "acks", "value", strconv.Itoa(int(req.Acks)))...)
+		return nil, errcode.InvalidParameter.New("acks must be 0, 1, -1 or all", p.fields("param", "acks", "value", strconv.Itoa(int(req.Acks)))...)
 	}
 	if req.Idempotent && req.Acks != AcksAll {
-		return AppendResult{}, errcode.IdempotenceRequiresAcksAll.New("idempotence requires acks all or -1",
+		return nil, errcode.IdempotenceRequiresAcksAll.New("idempotence requires acks all or -1",
 			p.fields("acks", strconv.Itoa(int(req.Acks)))...)
 	}
 	if req.Acks == AcksAll {
 		isr, minISR := max(req.ISRSize, 1), max(req.MinISR, 1)
 		if minISR > isr {
-			return AppendResult{}, errcode.InsufficientInSyncReplicas.New("fewer in-sync replicas than the effective minimum",
+			return nil, errcode.InsufficientInSyncReplicas.New("fewer in-sync replicas than the effective minimum",
 				p.fields("isr", strconv.Itoa(isr), "min_in_sync_replicas", strconv.Itoa(minISR))...)
 		}
 	}
 	meta := p.meta.Load()
 	b, err := p.prepare(req, meta)
 	if err != nil {
-		return AppendResult{}, err
+		return nil, err
 	}
 	dedup := req.Idempotent && req.BaseSequence > 0
 	var pb producer.Batch
@@ -275,11 +314,11 @@ func (p *Partition) Append(ctx context.Context, req *AppendRequest) (AppendResul
 			last = req.BaseSequence + n - 1
 		}
 		if last < req.BaseSequence || last-req.BaseSequence+1 != n {
-			return AppendResult{}, errcode.InvalidParameter.New("sequence range does not match the record count",
+			return nil, errcode.InvalidParameter.New("sequence range does not match the record count",
 				p.fields("param", "last_sequence", "base", utoa(req.BaseSequence), "last", utoa(last), "records", utoa(n))...)
 		}
 		if req.ProducerID == "" {
-			return AppendResult{}, errcode.MissingParameter.New("idempotent append without a producer id", p.fields("param", "producer_id")...)
+			return nil, errcode.MissingParameter.New("idempotent append without a producer id", p.fields("param", "producer_id")...)
 		}
 		pb = producer.Batch{ProducerID: req.ProducerID, Epoch: req.ProducerEpoch, BaseSeq: req.BaseSequence, LastSeq: last}
 		b.Flags |= segment.FlagIdempotent
@@ -292,28 +331,25 @@ func (p *Partition) Append(ctx context.Context, req *AppendRequest) (AppendResul
 	p.mu.Lock()
 	if err := p.check(req.LifecycleEpoch); err != nil {
 		p.mu.Unlock()
-		return AppendResult{}, err
+		return nil, err
 	}
 	if dedup {
 		v, err := p.producers.Check(pb, now)
 		if err != nil {
 			p.mu.Unlock()
-			return AppendResult{}, p.storageErr(err)
+			return nil, p.storageErr(err)
 		}
 		if v.Duplicate {
 			p.mu.Unlock()
 			res := AppendResult{BaseOffset: v.Ref.BaseOffset, LastOffset: v.Ref.LastOffset, Duplicate: true, LeaderEpoch: meta.LeaderEpoch}
-			if err := p.log.WaitDurable(ctx, v.Ref.LastOffset+1); err != nil {
-				return AppendResult{}, p.waitErr(err)
-			}
-			return res, nil
+			return &PendingAppend{Result: res, p: p, durable: v.Ref.LastOffset + 1}, nil
 		}
 	}
 	b.LeaderEpoch = p.meta.Load().LeaderEpoch
 	base, err := p.log.Append(b)
 	if err != nil {
 		p.mu.Unlock()
-		return AppendResult{}, p.storageErr(err)
+		return nil, p.storageErr(err)
 	}
 	last := base + uint64(len(b.OffsetPos)) - 1
 	if dedup {
@@ -321,13 +357,7 @@ func (p *Partition) Append(ctx context.Context, req *AppendRequest) (AppendResul
 	}
 	p.mu.Unlock()
 	res := AppendResult{BaseOffset: base, LastOffset: last, LeaderEpoch: b.LeaderEpoch}
-	if req.Acks == AcksNone {
-		return res, nil
-	}
-	if err := p.log.WaitDurable(ctx, last+1); err != nil {
-		return AppendResult{}, p.waitErr(err)
-	}
-	return res, nil
+	return &PendingAppend{Result: res, p: p, durable: last + 1}, nil
 }
 
 func (p *Partition) waitErr(err error) error {

@@ -169,28 +169,39 @@ func (l *Log) walkSegment(s *seg, pos, end int64, limit uint64, chunk int, fn ba
 				return false, corrupt(pos+p, "past_end")
 			}
 			var b []byte
+			var big *[]byte // pooled buffer of a batch larger than buf
 			if int64(h.Length) <= n-p {
 				b = rest[:h.Length]
 			} else if p > 0 {
 				break
 			} else {
-				b = make([]byte, h.Length)
-				if err := segment.ReadFull(e.f, b, pos); err != nil {
+				// A batch larger than the chunk: keep the bytes already
+				// read and read only the remainder, into a pooled buffer
+				// when it fits one (large batches are the common case
+				// of big fetches; a fresh zeroed allocation per read
+				// costs as much as the copy).
+				if h.Length <= largeChunk {
+					big = largeBufs.Get().(*[]byte)
+					b = (*big)[:h.Length]
+				} else {
+					b = make([]byte, h.Length)
+				}
+				copy(b, rest)
+				if err := segment.ReadFull(e.f, b[len(rest):], pos+int64(len(rest))); err != nil {
+					if big != nil {
+						largeBufs.Put(big)
+					}
 					return false, errcode.StorageUnavailable.New("read segment: "+err.Error(), "segment", s.path)
 				}
 			}
-			h, recs, prob := segment.CheckBatch(b)
-			if prob != segment.OK {
-				return false, corrupt(pos+p, prob.String())
+			stop, err := l.visitBatch(b, limit, fn, func(prob segment.Problem) error { return corrupt(pos+p, prob.String()) })
+			if big != nil {
+				largeBufs.Put(big)
 			}
-			if h.BaseOffset >= limit {
-				return true, nil
-			}
-			stop, err := fn(&h, recs)
 			if err != nil || stop {
 				return stop, err
 			}
-			p += int64(h.Length)
+			p += int64(len(b))
 		}
 		pos += p
 	}
@@ -383,4 +394,17 @@ func (l *Log) Verify() error {
 		}
 	}
 	return nil
+}
+
+// visitBatch checks one stored batch and hands it to fn unless it starts at
+// or beyond limit (stop).
+func (l *Log) visitBatch(b []byte, limit uint64, fn batchFn, corrupt func(segment.Problem) error) (bool, error) {
+	h, recs, prob := segment.CheckBatch(b)
+	if prob != segment.OK {
+		return false, corrupt(prob)
+	}
+	if h.BaseOffset >= limit {
+		return true, nil
+	}
+	return fn(&h, recs)
 }

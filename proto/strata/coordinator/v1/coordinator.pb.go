@@ -1355,12 +1355,18 @@ func (x *PartitionOffset) GetOffset() uint64 {
 }
 
 type BatchCommitRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Group         string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
-	Topic         string                 `protobuf:"bytes,2,opt,name=topic,proto3" json:"topic,omitempty"`
-	Member        string                 `protobuf:"bytes,3,opt,name=member,proto3" json:"member,omitempty"`
-	Generation    *uint64                `protobuf:"varint,4,opt,name=generation,proto3,oneof" json:"generation,omitempty"`
-	Offsets       []*PartitionOffset     `protobuf:"bytes,5,rep,name=offsets,proto3" json:"offsets,omitempty"`
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Group      string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	Topic      string                 `protobuf:"bytes,2,opt,name=topic,proto3" json:"topic,omitempty"`
+	Member     string                 `protobuf:"bytes,3,opt,name=member,proto3" json:"member,omitempty"`
+	Generation *uint64                `protobuf:"varint,4,opt,name=generation,proto3,oneof" json:"generation,omitempty"`
+	// Parsed entries. The gateway may instead pass the client's raw list in
+	// offsets_list; then the coordinator parses it after checking member and
+	// generation, so those errors take precedence as spec 4.5 requires.
+	Offsets []*PartitionOffset `protobuf:"bytes,5,rep,name=offsets,proto3" json:"offsets,omitempty"`
+	// Raw "P<partition>:<offset>,..." list (the `offsets` field or the single
+	// positional token of BATCH_COMMIT). Used only when offsets is empty.
+	OffsetsList   string `protobuf:"bytes,6,opt,name=offsets_list,json=offsetsList,proto3" json:"offsets_list,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1428,6 +1434,13 @@ func (x *BatchCommitRequest) GetOffsets() []*PartitionOffset {
 		return x.Offsets
 	}
 	return nil
+}
+
+func (x *BatchCommitRequest) GetOffsetsList() string {
+	if x != nil {
+		return x.OffsetsList
+	}
+	return ""
 }
 
 type BatchCommitResponse struct {
@@ -1798,7 +1811,7 @@ const file_strata_coordinator_v1_coordinator_proto_rawDesc = "" +
 	"\x14CommitOffsetResponse\"G\n" +
 	"\x0fPartitionOffset\x12\x1c\n" +
 	"\tpartition\x18\x01 \x01(\x05R\tpartition\x12\x16\n" +
-	"\x06offset\x18\x02 \x01(\x04R\x06offset\"\xce\x01\n" +
+	"\x06offset\x18\x02 \x01(\x04R\x06offset\"\xf1\x01\n" +
 	"\x12BatchCommitRequest\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x14\n" +
 	"\x05topic\x18\x02 \x01(\tR\x05topic\x12\x16\n" +
@@ -1806,7 +1819,8 @@ const file_strata_coordinator_v1_coordinator_proto_rawDesc = "" +
 	"\n" +
 	"generation\x18\x04 \x01(\x04H\x00R\n" +
 	"generation\x88\x01\x01\x12@\n" +
-	"\aoffsets\x18\x05 \x03(\v2&.strata.coordinator.v1.PartitionOffsetR\aoffsetsB\r\n" +
+	"\aoffsets\x18\x05 \x03(\v2&.strata.coordinator.v1.PartitionOffsetR\aoffsets\x12!\n" +
+	"\foffsets_list\x18\x06 \x01(\tR\voffsetsListB\r\n" +
 	"\v_generation\"/\n" +
 	"\x13BatchCommitResponse\x12\x18\n" +
 	"\abatched\x18\x01 \x01(\x05R\abatched\"^\n" +

@@ -39,8 +39,12 @@ const (
 //
 // CoordinatorService is served by coordinatord: consumer groups and committed
 // offsets (spec 2.3, 3.3, 4.5). A coordinator that does not own a group
-// answers NOT_COORDINATOR with the owner's node id in field "coordinator_id";
-// the gateway follows it.
+// answers NOT_COORDINATOR with the owner's node id in field "coordinator_id"
+// and its internal RPC address in field "coordinator_address" (empty when
+// unknown); the gateway follows it. A coordinator that owns the group but is
+// still replaying its __consumer_offsets partition answers the retryable
+// coordinator_not_available. ListGroups and TopicActivity answer for the
+// groups this coordinator owns: callers fan out to every live coordinatord.
 type CoordinatorServiceClient interface {
 	RegisterGroup(ctx context.Context, in *RegisterGroupRequest, opts ...grpc.CallOption) (*RegisterGroupResponse, error)
 	JoinGroup(ctx context.Context, in *JoinGroupRequest, opts ...grpc.CallOption) (*JoinGroupResponse, error)
@@ -192,8 +196,12 @@ func (c *coordinatorServiceClient) TopicActivity(ctx context.Context, in *TopicA
 //
 // CoordinatorService is served by coordinatord: consumer groups and committed
 // offsets (spec 2.3, 3.3, 4.5). A coordinator that does not own a group
-// answers NOT_COORDINATOR with the owner's node id in field "coordinator_id";
-// the gateway follows it.
+// answers NOT_COORDINATOR with the owner's node id in field "coordinator_id"
+// and its internal RPC address in field "coordinator_address" (empty when
+// unknown); the gateway follows it. A coordinator that owns the group but is
+// still replaying its __consumer_offsets partition answers the retryable
+// coordinator_not_available. ListGroups and TopicActivity answer for the
+// groups this coordinator owns: callers fan out to every live coordinatord.
 type CoordinatorServiceServer interface {
 	RegisterGroup(context.Context, *RegisterGroupRequest) (*RegisterGroupResponse, error)
 	JoinGroup(context.Context, *JoinGroupRequest) (*JoinGroupResponse, error)

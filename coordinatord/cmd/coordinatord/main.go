@@ -1,0 +1,41 @@
+// Command coordinatord is Strata's group coordinator: it owns the consumer
+// groups of the __consumer_offsets partitions the consistent-hash ring gives
+// it and serves CoordinatorService over mTLS gRPC.
+package main
+
+import (
+	"os"
+
+	"github.com/strataio/strata/libs/node"
+	"github.com/strataio/strata/libs/pki"
+
+	"github.com/strataio/strata/coordinatord/server"
+)
+
+// config is the binary's configuration file: the common process settings at
+// the top level and the role settings under "coordinatord".
+type config struct {
+	node.Common  `yaml:",inline"`
+	Coordinatord server.Config `yaml:"coordinatord"`
+}
+
+func coordinatordBinary() node.Binary[config] {
+	return node.Binary[config]{
+		Name:  "coordinatord",
+		Role:  pki.RoleCoordinatord,
+		Usage: "coordinatord coordinates consumer groups and stores committed offsets in __consumer_offsets (internal gRPC, mTLS).",
+		Config: func() *config {
+			return &config{Common: node.DefaultCommon(9193), Coordinatord: server.DefaultConfig()}
+		},
+		Common: func(c *config) *node.Common { return &c.Common },
+		Build: func(env *node.RoleEnv, c *config) (node.Role, error) {
+			cfg := c.Coordinatord
+			if len(cfg.MetadAddrs) == 0 {
+				cfg.MetadAddrs = c.MetadAddrs
+			}
+			return server.New(env, cfg)
+		},
+	}
+}
+
+func main() { os.Exit(node.Main(coordinatordBinary(), os.Args[1:], os.Stdout, os.Stderr)) }

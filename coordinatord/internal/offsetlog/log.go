@@ -1,0 +1,267 @@
+package offsetlog
+
+import (
+	"context"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/strataio/strata/libs/errcode"
+	partitionv1 "github.com/strataio/strata/proto/strata/partition/v1"
+)
+
+// Client reaches the leader of a __consumer_offsets partition (the server
+// resolves the leader from metad; tests dial a fake).
+type Client interface {
+	Append(ctx context.Context, req *partitionv1.AppendRequest) (*partitionv1.AppendResponse, error)
+	Fetch(ctx context.Context, req *partitionv1.FetchRequest) (*partitionv1.FetchResponse, error)
+}
+
+// Options configures Takeover.
+type Options struct {
+	Topic     string
+	Partition int32
+	// Epoch is the producer epoch: the metadata revision at takeover, so a
+	// later owner always writes with a higher one.
+	Epoch int64
+	Node  string
+	// LifecycleEpoch returns the topic's current lifecycle epoch (0 when nil).
+	LifecycleEpoch func() uint64
+	Now            func() time.Time
+	// FetchMaxBytes bounds one replay fetch (default 4 MiB).
+	FetchMaxBytes uint32
+}
+
+// Log is the write side of one owned partition. Appends are serialised:
+// the idempotent producer's sequence numbers must arrive in order.
+type Log struct {
+	c    Client
+	o    Options
+	prod string
+
+	mu     sync.Mutex
+	next   uint64 // next base sequence
+	fenced error
+	// pending is a record set whose append outcome is unknown; it owns the
+	// sequence numbers from next and is re-sent before anything else.
+	pending  []byte
+	pendingN uint64
+}
+
+// ProducerID is the idempotent producer id of a partition's coordinator:
+// the same for every owner, so a higher epoch fences the previous one.
+func ProducerID(topic string, partition int32) string {
+	return "coordinatord/" + topic + "/" + strconv.FormatInt(int64(partition), 10)
+}
+
+// Takeover fences previous owners by writing an owner marker with the new
+// epoch, then replays the partition up to and including that marker.
+func Takeover(ctx context.Context, c Client, o Options) (*Log, *Replayed, error) {
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.FetchMaxBytes == 0 {
+		o.FetchMaxBytes = 4 << 20
+	}
+	l := &Log{c: c, o: o, prod: ProducerID(o.Topic, o.Partition), next: 1}
+	marker, dup, err := l.append(ctx, []Value{{V: FormatVersion, Type: TypeOwner, Node: o.Node, Epoch: o.Epoch}})
+	if err != nil {
+		return nil, nil, err
+	}
+	if dup {
+		// An earlier attempt of this takeover stored the marker but its
+		// answer was lost (epochs are unique per process and revision, so
+		// nobody else used this one). The marker lies below the current
+		// high watermark: replay through that instead of its offset.
+		marker = noMarkerOffset
+	}
+	rep, err := l.replay(ctx, marker)
+	if err != nil {
+		return nil, nil, err
+	}
+	return l, rep, nil
+}
+
+// Fenced returns the error that fenced this owner, or nil.
+func (l *Log) Fenced() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.fenced
+}
+
+// Append durably appends vals (acks=all) as one record set.
+func (l *Log) Append(ctx context.Context, vals []Value) error {
+	_, _, err := l.append(ctx, vals)
+	return err
+}
+
+func (l *Log) lifecycle() uint64 {
+	if l.o.LifecycleEpoch == nil {
+		return 0
+	}
+	return l.o.LifecycleEpoch()
+}
+
+// append returns the last offset written and whether partitiond answered
+// it as a duplicate of a stored batch. Retries reuse the sequence numbers,
+// so partitiond answers a retry of a stored batch as a duplicate instead of
+// storing it twice.
+//
+// A batch whose outcome stays unknown (the caller's deadline passed while
+// partitiond was unreachable) keeps its sequence numbers: it becomes
+// pending and is re-sent, unchanged, before anything else. Giving those
+// numbers to other data would let partitiond answer that data as a
+// duplicate of the lost-looking batch, silently dropping it.
+func (l *Log) append(ctx context.Context, vals []Value) (last uint64, duplicate bool, err error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.fenced != nil {
+		return 0, false, l.fenced
+	}
+	if l.pending != nil {
+		if _, _, err := l.send(ctx, l.pending, l.pendingN); err != nil {
+			return 0, false, err
+		}
+		l.pending, l.pendingN = nil, 0
+	}
+	set, err := encodeSet(l.o.Topic, l.o.Partition, l.o.Now().UnixMilli(), vals)
+	if err != nil {
+		return 0, false, errcode.Internal.New("encode offsets record: " + err.Error())
+	}
+	return l.send(ctx, set, uint64(len(vals)))
+}
+
+// send appends one record set with sequence numbers l.next.. and advances
+// l.next when it is stored. Caller holds l.mu.
+func (l *Log) send(ctx context.Context, set []byte, n uint64) (last uint64, duplicate bool, err error) {
+	backoff := 20 * time.Millisecond
+	resetOnce := false
+	for {
+		req := &partitionv1.AppendRequest{
+			Topic: l.o.Topic, Partition: l.o.Partition, LifecycleEpoch: l.lifecycle(), Acks: -1,
+			Records: set, RecordCount: uint32(n), ProducerId: l.prod, ProducerEpoch: l.o.Epoch,
+			BaseSequence: l.next, LastSequence: l.next + n - 1, Idempotent: true,
+		}
+		resp, err := l.c.Append(ctx, req)
+		if err == nil && resp.GetError() != nil {
+			err = errcode.FromProto(resp.GetError())
+		}
+		if err == nil {
+			l.next += n
+			return resp.GetLastOffset(), resp.GetDuplicate(), nil
+		}
+		e := errcode.From(err)
+		switch {
+		case e.Code == errcode.StaleProducerEpoch.Name() || e.Code == errcode.ProducerFenced.Name():
+			// A newer owner took the partition: never write again.
+			l.fenced = errcode.CoordinatorNotAvailable.New("offsets partition taken over by a newer coordinator",
+				"partition", strconv.FormatInt(int64(l.o.Partition), 10), "reason", "fenced")
+			return 0, false, l.fenced
+		case e.Code == errcode.DuplicateSequence.Name():
+			// Stored already, beyond the dedup window: the data is there.
+			l.next += n
+			return 0, true, nil
+		case e.Code == errcode.OutOfOrderSequence.Name() && !resetOnce:
+			// partitiond forgot the producer after its idle TTL and wants
+			// a first batch again; restarting at 1 keeps the same epoch.
+			resetOnce = true
+			l.next = 1
+			continue
+		case e.Retryable:
+			t := time.NewTimer(backoff)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				l.pending, l.pendingN = set, n
+				return 0, false, errcode.CoordinatorNotAvailable.New("offsets append did not complete: "+e.Error(), "reason", "append_unknown")
+			case <-t.C:
+			}
+			backoff = min(backoff*2, time.Second)
+		default:
+			return 0, false, e
+		}
+	}
+}
+
+// noMarkerOffset tells replay to read through the high watermark its first
+// fetch reports, the marker's own offset being unknown.
+const noMarkerOffset = ^uint64(0)
+
+// replay reads the partition from its start through offset until (or the
+// first reported high watermark, for noMarkerOffset).
+func (l *Log) replay(ctx context.Context, until uint64) (*Replayed, error) {
+	r := newReplayer()
+	var at uint64
+	backoff := 10 * time.Millisecond
+	first := true
+	for until == noMarkerOffset || at <= until {
+		resp, err := l.c.Fetch(ctx, &partitionv1.FetchRequest{Topic: l.o.Topic, Partition: l.o.Partition, Offset: at,
+			MaxRecords: 1000, MaxBytes: l.o.FetchMaxBytes, WaitMs: 200,
+			Isolation: partitionv1.Isolation_ISOLATION_READ_COMMITTED, LifecycleEpoch: l.lifecycle()})
+		if err != nil {
+			e := errcode.From(err)
+			if e.Code == errcode.OffsetOutOfRange.Name() {
+				// Compaction or retention moved the start: resume there.
+				if earliest, perr := strconv.ParseUint(e.Field("earliest"), 10, 64); perr == nil && earliest > at {
+					at = earliest
+					continue
+				}
+			}
+			if !e.Retryable || ctx.Err() != nil {
+				return nil, e
+			}
+			if err := sleep(ctx, backoff); err != nil {
+				return nil, err
+			}
+			backoff = min(backoff*2, time.Second)
+			continue
+		}
+		if first && until == noMarkerOffset {
+			first = false
+			if resp.GetHighWatermark() == 0 {
+				break
+			}
+			until = resp.GetHighWatermark() - 1
+		}
+		recs, err := decodeSet(resp.GetRecords(), at)
+		if err != nil {
+			return nil, err
+		}
+		for _, rr := range recs {
+			if rr.control || rr.offset > until {
+				continue
+			}
+			v, err := Decode(rr.key, rr.payload, rr.offset)
+			if err != nil {
+				return nil, err
+			}
+			r.add(v)
+		}
+		next := resp.GetNextOffset()
+		if next <= at {
+			if resp.GetLogStartOffset() > at {
+				next = resp.GetLogStartOffset()
+			} else {
+				// Nothing visible yet (the marker's HWM still advancing).
+				if err := sleep(ctx, backoff); err != nil {
+					return nil, err
+				}
+				backoff = min(backoff*2, time.Second)
+				continue
+			}
+		}
+		at = next
+	}
+	return r.result(), nil
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return errcode.CoordinatorNotAvailable.New("offsets replay interrupted: " + ctx.Err().Error())
+	case <-t.C:
+		return nil
+	}
+}

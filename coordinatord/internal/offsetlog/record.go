@@ -1,0 +1,171 @@
+package offsetlog
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"strconv"
+	"strings"
+
+	"github.com/strataio/strata/coordinatord/internal/group"
+	"github.com/strataio/strata/libs/errcode"
+	"github.com/strataio/strata/libs/wire"
+)
+
+// FormatVersion is the "v" of every record this build writes and reads.
+const FormatVersion = 1
+
+// Record types.
+const (
+	TypeGroup           = "group"
+	TypeGroupTombstone  = "group_tombstone"
+	TypeOffset          = "offset"
+	TypeOffsetTombstone = "offset_tombstone"
+	TypeOwner           = "owner"
+)
+
+// Value is the JSON value of a record. Fields are used per Type.
+type Value struct {
+	V           int               `json:"v"`
+	Type        string            `json:"type"`
+	Group       string            `json:"group,omitempty"`
+	Incarnation uint64            `json:"incarnation,omitempty"`
+	Selector    *group.Selector   `json:"selector,omitempty"`
+	Partitions  []group.TP        `json:"partitions,omitempty"`
+	Lifecycle   map[string]uint64 `json:"lifecycle,omitempty"`
+	Topic       string            `json:"topic,omitempty"`
+	Partition   int32             `json:"partition,omitempty"`
+	Offset      uint64            `json:"offset,omitempty"`
+	Node        string            `json:"node,omitempty"`
+	Epoch       int64             `json:"epoch,omitempty"`
+}
+
+// GroupKey is the key of a group's registration and tombstone.
+func GroupKey(g string) string { return "group/" + strconv.Quote(g) }
+
+// OffsetKey is the key of a committed offset.
+func OffsetKey(g string, tp group.TP) string {
+	return "offset/" + strconv.Quote(g) + "/" + tp.Topic + "/" + strconv.FormatInt(int64(tp.Partition), 10)
+}
+
+// OwnerKey is the key of takeover markers.
+const OwnerKey = "owner"
+
+// Registration builds a group registration value.
+func Registration(g *group.Group) Value {
+	sel := g.Selector
+	return Value{V: FormatVersion, Type: TypeGroup, Group: g.Name, Incarnation: g.Incarnation, Selector: &sel, Partitions: g.Partitions, Lifecycle: g.Lifecycle}
+}
+
+// Offset builds a committed-offset value.
+func Offset(g string, inc uint64, tp group.TP, off uint64) Value {
+	return Value{V: FormatVersion, Type: TypeOffset, Group: g, Incarnation: inc, Topic: tp.Topic, Partition: tp.Partition, Offset: off}
+}
+
+// Key returns the record key of v.
+func (v Value) Key() string {
+	switch v.Type {
+	case TypeGroup, TypeGroupTombstone:
+		return GroupKey(v.Group)
+	case TypeOffset, TypeOffsetTombstone:
+		return OffsetKey(v.Group, group.TP{Topic: v.Topic, Partition: v.Partition})
+	}
+	return OwnerKey
+}
+
+func corrupt(reason string, offset uint64, msg string) *errcode.Error {
+	return errcode.StorageCorrupt.New(msg, "reason", reason, "topic", "__consumer_offsets", "offset", strconv.FormatUint(offset, 10))
+}
+
+// Decode parses and checks one record's key and value. Errors are
+// storage_corrupt with a reason.
+func Decode(key, payload []byte, offset uint64) (Value, error) {
+	var probe map[string]json.RawMessage
+	if err := json.Unmarshal(payload, &probe); err != nil {
+		return Value{}, corrupt("malformed_value", offset, "record value is not a JSON object")
+	}
+	if _, ok := probe["v"]; !ok {
+		return Value{}, corrupt("unversioned_record", offset, "record value has no format version")
+	}
+	var v Value
+	dec := json.NewDecoder(bytes.NewReader(payload))
+	if err := dec.Decode(&v); err != nil {
+		return Value{}, corrupt("malformed_value", offset, "record value does not decode: "+err.Error())
+	}
+	if v.V != FormatVersion {
+		return Value{}, corrupt("unsupported_version", offset, "record format version "+strconv.Itoa(v.V)+" is not supported")
+	}
+	switch v.Type {
+	case TypeGroup:
+		if v.Selector == nil || v.Selector.Validate() != nil || v.Incarnation == 0 {
+			return Value{}, corrupt("inconsistent_record", offset, "group registration lacks a valid selector or incarnation")
+		}
+	case TypeGroupTombstone, TypeOffset, TypeOffsetTombstone:
+		if v.Incarnation == 0 {
+			return Value{}, corrupt("inconsistent_record", offset, "record lacks an incarnation")
+		}
+	case TypeOwner:
+	default:
+		return Value{}, corrupt("unknown_record_type", offset, "unknown record type "+strconv.Quote(v.Type))
+	}
+	if v.Type != TypeOwner && v.Group == "" {
+		return Value{}, corrupt("inconsistent_record", offset, "record lacks a group")
+	}
+	if string(key) != v.Key() {
+		return Value{}, corrupt("key_mismatch", offset, "record key does not match its value")
+	}
+	return v, nil
+}
+
+// encodeSet builds a record set ([u32 length][record] entries) of values.
+func encodeSet(topic string, partition int32, nowMs int64, vals []Value) ([]byte, error) {
+	var out []byte
+	for _, v := range vals {
+		payload, err := json.Marshal(v)
+		if err != nil {
+			return nil, err
+		}
+		r := wire.Record{Topic: topic, Partition: partition, Payload: payload, Key: v.Key(), Timestamp: nowMs}
+		at := len(out)
+		out = append(out, 0, 0, 0, 0)
+		if out, err = r.AppendTo(out); err != nil {
+			return nil, err
+		}
+		binary.BigEndian.PutUint32(out[at:], uint32(len(out)-at-4))
+	}
+	return out, nil
+}
+
+// rawRecord is one record of a fetched set.
+type rawRecord struct {
+	offset  uint64
+	key     []byte
+	payload []byte
+	control bool
+}
+
+// decodeSet walks a fetched record set.
+func decodeSet(b []byte, fromOffset uint64) ([]rawRecord, error) {
+	var out []rawRecord
+	for pos := 0; pos < len(b); {
+		if len(b)-pos < 4 {
+			return nil, corrupt("truncated_record_set", fromOffset, "record length prefix truncated")
+		}
+		l := int(binary.BigEndian.Uint32(b[pos:]))
+		pos += 4
+		if l > len(b)-pos {
+			return nil, corrupt("truncated_record_set", fromOffset, "record exceeds the fetched bytes")
+		}
+		v, err := wire.ParseRecord(b[pos : pos+l])
+		if err != nil {
+			return nil, corrupt("undecodable_record", fromOffset, "record does not decode: "+err.Error())
+		}
+		pos += l
+		k, _ := v.Key()
+		out = append(out, rawRecord{offset: v.Offset(), key: k, payload: v.Payload(), control: v.IsControl()})
+	}
+	return out, nil
+}
+
+// isOffsetKey reports whether key names an offset record.
+func isOffsetKey(key string) bool { return strings.HasPrefix(key, "offset/") }

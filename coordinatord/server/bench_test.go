@@ -1,0 +1,120 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	coordinatorv1 "github.com/strataio/strata/proto/strata/coordinator/v1"
+)
+
+// benchGroup starts a coordinator over the fakes with one member holding
+// every partition of a topic with parts partitions.
+func benchGroup(b *testing.B, parts int32) (*coord, *coordinatorv1.JoinGroupResponse) {
+	c := newCluster(b)
+	c.meta.PutTopic("bench", parts, 0)
+	cfg := testConfig(c)
+	cfg.SessionTimeout = time.Minute
+	co := startCoord(b, c, "c1", cfg)
+	co.waitReady(b)
+	j, err := co.client.JoinGroup(context.Background(), &coordinatorv1.JoinGroupRequest{Group: "bg", Member: "m", Topic: "bench"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return co, j
+}
+
+// reportLatency adds p50/p99 in microseconds.
+func reportLatency(b *testing.B, d []time.Duration) {
+	if len(d) == 0 {
+		return
+	}
+	slices.Sort(d)
+	b.ReportMetric(float64(d[len(d)/2].Microseconds()), "p50-µs")
+	b.ReportMetric(float64(d[len(d)*99/100].Microseconds()), "p99-µs")
+}
+
+func BenchmarkBatchCommit1024(b *testing.B) {
+	co, j := benchGroup(b, 1024)
+	ctx := context.Background()
+	var lat []time.Duration
+	b.ResetTimer()
+	for i := range b.N {
+		var sb strings.Builder
+		for p := range 1024 {
+			if p > 0 {
+				sb.WriteByte(',')
+			}
+			fmt.Fprintf(&sb, "P%d:%d", p, i+1)
+		}
+		start := time.Now()
+		r, err := co.client.BatchCommit(ctx, &coordinatorv1.BatchCommitRequest{Group: "bg", Topic: "bench", Member: j.GetMember(),
+			Generation: u64(j.GetGeneration()), OffsetsList: sb.String()})
+		lat = append(lat, time.Since(start))
+		if err != nil || r.GetBatched() != 1024 {
+			b.Fatal(r, err)
+		}
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(b.N*1024)/b.Elapsed().Seconds(), "entries/s")
+	reportLatency(b, lat)
+}
+
+func BenchmarkCommitOffset(b *testing.B) {
+	co, j := benchGroup(b, 4)
+	ctx := context.Background()
+	var lat []time.Duration
+	b.ResetTimer()
+	for i := range b.N {
+		start := time.Now()
+		_, err := co.client.CommitOffset(ctx, &coordinatorv1.CommitOffsetRequest{Group: "bg", Topic: "bench", Partition: 0,
+			Offset: uint64(i + 1), Member: j.GetMember(), Generation: u64(j.GetGeneration())})
+		lat = append(lat, time.Since(start))
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	reportLatency(b, lat)
+}
+
+func BenchmarkHeartbeat(b *testing.B) {
+	co, j := benchGroup(b, 4)
+	ctx := context.Background()
+	var lat []time.Duration
+	b.ResetTimer()
+	for range b.N {
+		start := time.Now()
+		_, err := co.client.Heartbeat(ctx, &coordinatorv1.HeartbeatRequest{Group: "bg", Topic: "bench", Member: j.GetMember(), Generation: u64(j.GetGeneration())})
+		lat = append(lat, time.Since(start))
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	reportLatency(b, lat)
+}
+
+func BenchmarkJoinSyncLeave(b *testing.B) {
+	co, j := benchGroup(b, 16)
+	_ = j
+	ctx := context.Background()
+	var lat []time.Duration
+	b.ResetTimer()
+	for i := range b.N {
+		start := time.Now()
+		jr, err := co.client.JoinGroup(ctx, &coordinatorv1.JoinGroupRequest{Group: "bg", Member: fmt.Sprintf("x%d", i), Topic: "bench"})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := co.client.SyncGroup(ctx, &coordinatorv1.SyncGroupRequest{Group: "bg", Member: jr.GetMember(), Generation: jr.GetGeneration(), Topic: "bench"}); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := co.client.LeaveGroup(ctx, &coordinatorv1.LeaveGroupRequest{Group: "bg", Member: jr.GetMember(), Topic: "bench"}); err != nil {
+			b.Fatal(err)
+		}
+		lat = append(lat, time.Since(start))
+	}
+	reportLatency(b, lat)
+}

@@ -1,0 +1,129 @@
+package server
+
+import (
+	"sync"
+	"sync/atomic"
+
+	"github.com/strataio/strata/coordinatord/internal/group"
+	"github.com/strataio/strata/libs/errcode"
+)
+
+// entry guards one group. Its mu serialises every command on the group,
+// including the durable write, so the group's state always matches its
+// log; groups of one partition proceed independently (their writes only
+// queue on the partition's producer), so a slow commit of one group never
+// delays another group's heartbeats.
+//
+// Lock order: entry.mu, then shard.mu (held briefly); never the reverse.
+type entry struct {
+	mu sync.Mutex
+	// g is nil only while a registration is in flight.
+	g *group.Group
+	// topics of g, readable without mu (metrics of released groups, HWM
+	// refresh).
+	topics atomic.Pointer[[]string]
+}
+
+func newEntry(g *group.Group) *entry {
+	e := &entry{g: g}
+	if g != nil {
+		e.setTopics()
+	}
+	return e
+}
+
+// setTopics publishes the topics of e.g. Caller holds e.mu.
+func (e *entry) setTopics() {
+	t := topicsOf(e.g)
+	e.topics.Store(&t)
+}
+
+func (e *entry) topicList() []string {
+	if t := e.topics.Load(); t != nil {
+		return *t
+	}
+	return nil
+}
+
+// snapshot returns the entries of s and whether s serves.
+func (s *shard) snapshot() (map[string]*entry, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make(map[string]*entry, len(s.groups))
+	for k, v := range s.groups {
+		out[k] = v
+	}
+	return out, s.state == shardReady
+}
+
+// current reports whether e is still the live entry of name in a serving
+// shard; with it an entry-locked caller knows the group was not deleted or
+// released meanwhile.
+func (s *shard) current(name string, e *entry) (bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.state != shardReady {
+		return false, errcode.CoordinatorNotAvailable.New("offsets partition not serving", "partition", itoa(s.p), "reason", "released")
+	}
+	return s.groups[name] == e, nil
+}
+
+// remove drops e from s when it is still the entry of name.
+func (s *shard) remove(name string, e *entry) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.groups[name] == e {
+		delete(s.groups, name)
+	}
+}
+
+// acquire resolves the shard of group name and returns its entry locked
+// (the caller unlocks e.mu). Without create an unknown group gives a nil
+// entry; with create a placeholder entry (g nil) is made that the caller
+// must fill or abandon.
+func (r *Role) acquire(name string, create bool) (*shard, *entry, error) {
+	s, err := r.shardFor(name)
+	if err != nil {
+		return nil, nil, err
+	}
+	for {
+		s.mu.Lock()
+		if s.state != shardReady {
+			s.mu.Unlock()
+			return nil, nil, errcode.CoordinatorNotAvailable.New("offsets partition not serving", "partition", itoa(s.p), "reason", "released")
+		}
+		e := s.groups[name]
+		if e == nil {
+			if !create {
+				s.mu.Unlock()
+				return s, nil, nil
+			}
+			e = &entry{}
+			s.groups[name] = e
+		}
+		s.mu.Unlock()
+		e.mu.Lock()
+		ok, err := s.current(name, e)
+		if err != nil {
+			e.mu.Unlock()
+			return nil, nil, err
+		}
+		if !ok {
+			e.mu.Unlock() // deleted or replaced meanwhile: look again
+			continue
+		}
+		if e.g == nil && !create {
+			e.mu.Unlock()
+			return s, nil, nil
+		}
+		return s, e, nil
+	}
+}
+
+// abandon removes a placeholder entry whose registration failed. Caller
+// holds e.mu.
+func (s *shard) abandon(name string, e *entry) {
+	if e.g == nil {
+		s.remove(name, e)
+	}
+}

@@ -1,0 +1,108 @@
+package server
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/strataio/strata/libs/groups"
+	coordinatorv1 "github.com/strataio/strata/proto/strata/coordinator/v1"
+)
+
+// TestHandoverKeepsEveryAcknowledgedCommit moves groups between two
+// coordinators (a node joins, then its lease expires) and checks that every
+// acknowledged commit is visible on the new owner and no lower offset
+// appears.
+func TestHandoverKeepsEveryAcknowledgedCommit(t *testing.T) {
+	c := newCluster(t)
+	c.meta.PutTopic("t", 1, 0)
+	c1 := startCoord(t, c, "c1", testConfig(c))
+	c1.waitReady(t)
+	ctx := ctxT(t)
+	const n = 40
+	committed := map[string]uint64{}
+	commit := func(co *coord, g string, off uint64) {
+		t.Helper()
+		j, err := co.client.JoinGroup(ctx, &coordinatorv1.JoinGroupRequest{Group: g, Member: "m", Topic: "t"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := co.client.CommitOffset(ctx, &coordinatorv1.CommitOffsetRequest{Group: g, Topic: "t", Partition: 0, Offset: off,
+			Member: j.GetMember(), Generation: u64(j.GetGeneration())}); err != nil {
+			t.Fatal(err)
+		}
+		committed[g] = off
+		if _, err := co.client.LeaveGroup(ctx, &coordinatorv1.LeaveGroupRequest{Group: g, Member: j.GetMember(), Topic: "t"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range n {
+		commit(c1, fmt.Sprintf("g%d", i), uint64(100+i))
+	}
+	// c2 joins the ring: groups of the partitions it now owns move there.
+	c2 := startCoord(t, c, "c2", testConfig(c))
+	c2.waitReady(t)
+	c1.waitReady(t)
+	owners := map[string]*coord{}
+	waitFor(t, "both views agree", func() error {
+		moved := 0
+		for i := range n {
+			g := fmt.Sprintf("g%d", i)
+			n1, _, ok1 := groups.Coordinator(c1.r.meta.Cache().View(), g, 0)
+			n2, _, ok2 := groups.Coordinator(c2.r.meta.Cache().View(), g, 0)
+			if !ok1 || !ok2 || n1.GetId() != n2.GetId() {
+				return fmt.Errorf("views differ on %s", g)
+			}
+			owners[g] = map[string]*coord{"c1": c1, "c2": c2}[n1.GetId()]
+			if n1.GetId() == "c2" {
+				moved++
+			}
+		}
+		if moved == 0 {
+			return fmt.Errorf("nothing moved to c2")
+		}
+		return nil
+	})
+	check := func() {
+		t.Helper()
+		for g, want := range committed {
+			fo, err := owners[g].client.FetchOffset(ctx, &coordinatorv1.FetchOffsetRequest{Group: g, Topic: "t", Partition: 0})
+			if err != nil || fo.GetOffset() != want {
+				t.Fatalf("%s on its owner: %v %v, want %d", g, fo, err, want)
+			}
+		}
+	}
+	check()
+	// The new owners take further commits (members rejoin after the move).
+	for g, co := range owners {
+		commit(co, g, committed[g]+1000)
+	}
+	// c2 disappears (its lease expires): c1 takes everything back and sees
+	// c2's commits; a regression below them is refused.
+	c2.stop()
+	c.meta.SetLive("c2", false)
+	for g := range owners {
+		owners[g] = c1
+	}
+	waitFor(t, "c1 owns everything again", func() error {
+		if err := c1.r.checkReady(ctx); err != nil {
+			return err
+		}
+		c1.r.mu.Lock()
+		defer c1.r.mu.Unlock()
+		if len(c1.r.shards) != groups.DefaultOffsetsPartitions {
+			return fmt.Errorf("c1 holds %d partitions", len(c1.r.shards))
+		}
+		return nil
+	})
+	check()
+	g := "g0"
+	j, err := c1.client.JoinGroup(ctx, &coordinatorv1.JoinGroupRequest{Group: g, Member: "m2", Topic: "t"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = c1.client.CommitOffset(ctx, &coordinatorv1.CommitOffsetRequest{Group: g, Topic: "t", Partition: 0,
+		Offset: committed[g] - 1, Member: j.GetMember(), Generation: u64(j.GetGeneration())})
+	if code(err) != "offset_regression" {
+		t.Fatalf("lower offset after handover: %v", err)
+	}
+}

@@ -1,0 +1,488 @@
+package server
+
+import (
+	"context"
+	"maps"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/strataio/strata/coordinatord/internal/group"
+	"github.com/strataio/strata/coordinatord/internal/offsetlog"
+	"github.com/strataio/strata/libs/errcode"
+	"github.com/strataio/strata/libs/groups"
+	"github.com/strataio/strata/libs/metaclient"
+	metav1 "github.com/strataio/strata/proto/strata/meta/v1"
+)
+
+func itoa(p int32) string { return strconv.FormatInt(int64(p), 10) }
+
+type shardState int
+
+const (
+	shardLoading shardState = iota
+	shardReady
+	shardCorrupt
+	shardFenced
+)
+
+// shard is one owned __consumer_offsets partition: its groups and writer.
+// mu guards the state and the group map only (held briefly); each group's
+// commands are serialised by its entry.
+type shard struct {
+	p      int32
+	epoch  int64
+	cancel context.CancelFunc
+	done   chan struct{}
+
+	mu     sync.Mutex
+	state  shardState
+	err    error
+	log    *offsetlog.Log
+	groups map[string]*entry
+}
+
+func (s *shard) stop() { s.cancel() }
+
+func (s *shard) readyErr() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch s.state {
+	case shardReady:
+		return nil
+	case shardLoading:
+		return errcode.CoordinatorNotAvailable.New("offsets partition is being replayed", "partition", itoa(s.p), "reason", "loading")
+	case shardCorrupt:
+		return errcode.CoordinatorNotAvailable.New("offsets partition replay failed: "+s.err.Error(), "partition", itoa(s.p), "reason", "corrupt")
+	}
+	return errcode.CoordinatorNotAvailable.New("offsets partition fenced by a newer owner", "partition", itoa(s.p), "reason", "fenced")
+}
+
+// ownershipLoop reconciles owned partitions with the ring on every metadata
+// change (and periodically, to retry creating the topic).
+func (r *Role) ownershipLoop(ctx context.Context) {
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		ch := r.meta.Cache().Changed()
+		r.reconcile(ctx, r.meta.Cache().View())
+		select {
+		case <-ctx.Done():
+			return
+		case <-ch:
+		case <-t.C:
+		}
+	}
+}
+
+func (r *Role) reconcile(ctx context.Context, v *metaclient.View) {
+	if !v.Ready() {
+		return
+	}
+	if _, ok := v.Topic(groups.OffsetsTopic); !ok {
+		r.ensureTopic(ctx)
+		return
+	}
+	owned := map[int32]bool{}
+	for _, p := range r.owned(v) {
+		owned[p] = true
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if ctx.Err() != nil {
+		return
+	}
+	for p, s := range r.shards {
+		s.mu.Lock()
+		fenced := s.state == shardFenced
+		s.mu.Unlock()
+		if !owned[p] || fenced {
+			r.releaseLocked(s)
+		}
+	}
+	for p := range owned {
+		if _, ok := r.shards[p]; !ok {
+			r.takeoverLocked(ctx, p, int64(v.Revision))
+		}
+	}
+}
+
+// ensureTopic creates __consumer_offsets once (in the background, retried
+// by the next reconcile when it fails).
+func (r *Role) ensureTopic(ctx context.Context) {
+	r.mu.Lock()
+	if r.creating {
+		r.mu.Unlock()
+		return
+	}
+	r.creating = true
+	r.mu.Unlock()
+	r.goBG(func() {
+		defer func() {
+			r.mu.Lock()
+			r.creating = false
+			r.mu.Unlock()
+		}()
+		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		policy := "compact"
+		parts, rf := r.cfg.OffsetsPartitions, r.cfg.OffsetsReplicationFactor
+		// cleanup_policy compact alone never deletes by age or size, which
+		// is the spec's "unlimited retention" for this topic.
+		_, err := r.meta.CreateTopic(cctx, &metav1.CreateTopicRequest{Name: groups.OffsetsTopic, Partitions: &parts,
+			ReplicationFactor: &rf, CleanupPolicy: &policy, Internal: true})
+		if err != nil && ctx.Err() == nil {
+			r.env.Logger.Warn("create __consumer_offsets failed; will retry", "err", err)
+		}
+	})
+}
+
+// takeoverLocked starts owning partition p: fence, replay, then serve.
+func (r *Role) takeoverLocked(ctx context.Context, p int32, epoch int64) {
+	sctx, cancel := context.WithCancel(ctx)
+	s := &shard{p: p, epoch: epoch, cancel: cancel, done: make(chan struct{}), groups: map[string]*entry{}}
+	r.shards[p] = s
+	r.env.Logger.Info("taking over offsets partition", "partition", p, "epoch", epoch)
+	r.goBG(func() {
+		defer close(s.done)
+		r.runTakeover(sctx, s)
+	})
+}
+
+func (r *Role) runTakeover(ctx context.Context, s *shard) {
+	backoff := 50 * time.Millisecond
+	for ctx.Err() == nil {
+		start := time.Now()
+		// A retry uses the newest revision: an epoch partitiond already saw
+		// cannot fence anything.
+		s.epoch = max(s.epoch, int64(r.meta.Cache().View().Revision))
+		log, rep, err := offsetlog.Takeover(ctx, r.logClient(s.p), offsetlog.Options{
+			Topic: groups.OffsetsTopic, Partition: s.p, Epoch: s.epoch, Node: r.env.NodeID, Now: r.now,
+			LifecycleEpoch: r.offsetsLifecycle(),
+		})
+		if err == nil {
+			names := slices.Collect(maps.Keys(rep.Groups))
+			entries := make(map[string]*entry, len(rep.Groups))
+			for name, g := range rep.Groups {
+				entries[name] = newEntry(g)
+			}
+			s.mu.Lock()
+			s.log, s.groups, s.state, s.err = log, entries, shardReady, nil
+			s.mu.Unlock()
+			r.mu.Lock()
+			r.stats.groups += len(rep.Groups)
+			r.stats.offsets += rep.Offsets
+			r.stats.records += rep.Records
+			r.stats.orphans += rep.Orphans
+			for _, g := range names {
+				delete(r.released, g)
+			}
+			r.mu.Unlock()
+			r.m.replayDuration.Observe(time.Since(start).Seconds())
+			r.env.Logger.Info("offsets partition replayed", "partition", s.p, "groups", len(names),
+				"offsets", rep.Offsets, "records", rep.Records, "orphans", rep.Orphans, "took", time.Since(start))
+			return
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		e := errcode.From(err)
+		if e.Code == errcode.StorageCorrupt.Name() {
+			// Never serve a partial state: stay not ready until an operator
+			// repairs the partition (a restart replays again).
+			s.mu.Lock()
+			s.state, s.err = shardCorrupt, e
+			s.mu.Unlock()
+			r.mu.Lock()
+			r.stats.corrupt++
+			r.mu.Unlock()
+			r.env.Logger.Error("offsets partition replay found a corrupt record; readiness stays false", "partition", s.p, "err", e)
+			return
+		}
+		if e.Field("reason") == "fenced" {
+			s.mu.Lock()
+			s.state, s.err = shardFenced, e
+			s.mu.Unlock()
+			return
+		}
+		r.env.Logger.Warn("offsets partition takeover failed; retrying", "partition", s.p, "err", e)
+		t := time.NewTimer(backoff)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		backoff = min(backoff*2, 2*time.Second)
+	}
+}
+
+func (r *Role) offsetsLifecycle() func() uint64 {
+	return func() uint64 {
+		if t, ok := r.meta.Cache().View().Topic(groups.OffsetsTopic); ok {
+			return t.GetConfig().GetLifecycleEpoch()
+		}
+		return 0
+	}
+}
+
+// releaseLocked stops serving s; its groups are remembered so metrics can
+// say coordinator_up 0 for them.
+func (r *Role) releaseLocked(s *shard) {
+	s.stop()
+	delete(r.shards, s.p)
+	s.mu.Lock()
+	for name, e := range s.groups {
+		if t := e.topicList(); len(t) > 0 {
+			r.released[name] = t
+		}
+	}
+	s.groups = nil
+	if s.state == shardReady {
+		s.state = shardFenced
+		s.err = errcode.NotCoordinator.New("released")
+	}
+	s.mu.Unlock()
+	r.env.Logger.Info("released offsets partition", "partition", s.p)
+}
+
+func topicsOf(g *group.Group) []string {
+	if t := g.Topics(); len(t) > 0 {
+		return t
+	}
+	return []string{g.Selector.Describe()}
+}
+
+// readyShards returns the shards serving now.
+func (r *Role) readyShards() []*shard {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make([]*shard, 0, len(r.shards))
+	for _, p := range slices.Sorted(maps.Keys(r.shards)) {
+		out = append(out, r.shards[p])
+	}
+	return out
+}
+
+// maintenanceLoop expires sessions and keeps expansions in line with the
+// topics (growth, new pattern matches, deletion, truncation).
+func (r *Role) maintenanceLoop(ctx context.Context) {
+	t := time.NewTicker(r.cfg.ExpiryCheckInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		v := r.meta.Cache().View()
+		for _, s := range r.readyShards() {
+			r.maintainShard(ctx, s, v)
+		}
+	}
+}
+
+func (r *Role) maintainShard(ctx context.Context, s *shard, v *metaclient.View) {
+	entries, ready := s.snapshot()
+	if !ready {
+		return
+	}
+	topics := topicPartitions(v)
+	for _, name := range slices.Sorted(maps.Keys(entries)) {
+		e := entries[name]
+		e.mu.Lock()
+		if ok, err := s.current(name, e); err != nil || !ok || e.g == nil {
+			e.mu.Unlock()
+			if err != nil {
+				return
+			}
+			continue
+		}
+		now := r.now()
+		g := e.g
+		if gone := g.Expire(now, r.cfg.SessionTimeout); len(gone) > 0 {
+			r.m.expired.Add(float64(len(gone)))
+			r.env.Logger.Info("members expired", "group", name, "members", gone, "generation", g.Generation)
+		}
+		if v.Ready() {
+			if err := r.refreshGroup(ctx, s, e, v, topics, now); err != nil {
+				r.env.Logger.Warn("group refresh failed", "group", name, "err", err)
+			}
+		}
+		e.mu.Unlock()
+	}
+}
+
+// topicPartitions returns user topic -> partition count of v (ACTIVE only).
+func topicPartitions(v *metaclient.View) map[string]int32 {
+	out := map[string]int32{}
+	for _, t := range v.Topics() {
+		c := t.GetConfig()
+		if c.GetInternal() || c.GetState() == metav1.TopicState_TOPIC_STATE_DELETING {
+			continue
+		}
+		out[c.GetName()] = c.GetPartitions()
+	}
+	return out
+}
+
+// refreshGroup re-expands g and applies topic deletion and truncation:
+// offsets of a truncated or deleted topic are tombstoned, and an exact-topic
+// group without members whose topic is gone is deleted. Caller holds e.mu.
+func (r *Role) refreshGroup(ctx context.Context, s *shard, e *entry, v *metaclient.View, topics map[string]int32, now time.Time) error {
+	g := e.g
+	var drop []group.TP
+	lifecycle := maps.Clone(g.Lifecycle)
+	for tp := range g.Offsets {
+		t, ok := v.Topic(tp.Topic)
+		switch {
+		case !ok || t.GetConfig().GetState() == metav1.TopicState_TOPIC_STATE_DELETING:
+			drop = append(drop, tp)
+		default:
+			if cur, known := g.Lifecycle[tp.Topic]; known && t.GetConfig().GetLifecycleEpoch() > cur {
+				drop = append(drop, tp)
+			}
+		}
+	}
+	for _, name := range g.Topics() {
+		if t, ok := v.Topic(name); ok {
+			lifecycle[name] = t.GetConfig().GetLifecycleEpoch()
+		}
+	}
+	parts, err := group.Expand(g.Selector, topics)
+	exactGone := err != nil
+	if exactGone {
+		r.m.observationFailures.WithLabelValues(g.Selector.Describe(), g.Name, "topic_lookup").Inc()
+		if len(g.Members) == 0 {
+			return r.deleteGroupLocked(ctx, s, e)
+		}
+		parts = g.Partitions // keep serving members until they leave
+	}
+	group.SortTPs(drop)
+	changed := !slices.Equal(parts, g.Partitions) || !maps.Equal(lifecycle, g.Lifecycle)
+	if !changed && len(drop) == 0 {
+		return nil
+	}
+	var vals []offsetlog.Value
+	for _, tp := range drop {
+		vals = append(vals, offsetlog.Value{V: offsetlog.FormatVersion, Type: offsetlog.TypeOffsetTombstone,
+			Group: g.Name, Incarnation: g.Incarnation, Topic: tp.Topic, Partition: tp.Partition})
+	}
+	next := *g
+	next.Partitions, next.Lifecycle = parts, lifecycle
+	vals = append(vals, offsetlog.Registration(&next))
+	wctx, cancel := context.WithTimeout(ctx, r.cfg.AppendTimeout)
+	defer cancel()
+	if err := s.log.Append(wctx, vals); err != nil {
+		r.onWriteError(s, err)
+		return err
+	}
+	for _, tp := range drop {
+		delete(g.Offsets, tp)
+	}
+	g.Lifecycle = lifecycle
+	if g.SetPartitions(parts, now) {
+		r.env.Logger.Info("group expansion changed", "group", g.Name, "partitions", len(parts), "generation", g.Generation)
+	}
+	e.setTopics()
+	return nil
+}
+
+// deleteGroupLocked tombstones every offset of the group, then the group.
+// Caller holds e.mu.
+func (r *Role) deleteGroupLocked(ctx context.Context, s *shard, e *entry) error {
+	g := e.g
+	var vals []offsetlog.Value
+	tps := slices.SortedFunc(maps.Keys(g.Offsets), func(a, b group.TP) int {
+		if a.Less(b) {
+			return -1
+		}
+		if b.Less(a) {
+			return 1
+		}
+		return 0
+	})
+	for _, tp := range tps {
+		vals = append(vals, offsetlog.Value{V: offsetlog.FormatVersion, Type: offsetlog.TypeOffsetTombstone,
+			Group: g.Name, Incarnation: g.Incarnation, Topic: tp.Topic, Partition: tp.Partition})
+	}
+	vals = append(vals, offsetlog.Value{V: offsetlog.FormatVersion, Type: offsetlog.TypeGroupTombstone, Group: g.Name, Incarnation: g.Incarnation})
+	wctx, cancel := context.WithTimeout(ctx, r.cfg.AppendTimeout)
+	defer cancel()
+	if err := s.log.Append(wctx, vals); err != nil {
+		r.onWriteError(s, err)
+		return err
+	}
+	s.remove(g.Name, e)
+	r.env.Logger.Info("group deleted", "group", g.Name)
+	return nil
+}
+
+// onWriteError marks s fenced when a newer owner took the partition, so the
+// ownership loop drops it. Caller must not hold s.mu.
+func (r *Role) onWriteError(s *shard, err error) {
+	if s.log != nil && s.log.Fenced() != nil {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		s.state, s.err = shardFenced, err
+		r.env.Logger.Warn("offsets partition fenced by a newer owner", "partition", s.p)
+	}
+}
+
+// hwmLoop refreshes the start offset and high watermark of every partition
+// the owned groups select, for the lag metrics.
+func (r *Role) hwmLoop(ctx context.Context) {
+	t := time.NewTicker(r.cfg.LagRefreshInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		r.refreshHWM(ctx)
+	}
+}
+
+func (r *Role) refreshHWM(ctx context.Context) {
+	v := r.meta.Cache().View()
+	want := map[string]bool{}
+	for _, s := range r.readyShards() {
+		entries, _ := s.snapshot()
+		for _, e := range entries {
+			for _, t := range e.topicList() {
+				want[t] = true
+			}
+		}
+	}
+	next := map[group.TP]partOffsets{}
+	for _, topic := range slices.Sorted(maps.Keys(want)) {
+		t, ok := v.Topic(topic)
+		if !ok {
+			continue
+		}
+		byLeader := map[string][]int32{}
+		for _, ps := range t.GetPartitions() {
+			if n, ok := v.Node(ps.GetLeader()); ok && n.GetRpcAddress() != "" {
+				byLeader[n.GetRpcAddress()] = append(byLeader[n.GetRpcAddress()], ps.GetId())
+			}
+		}
+		for addr, parts := range byLeader {
+			cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			res, err := r.listOffsets(cctx, addr, topic, parts)
+			cancel()
+			if err != nil {
+				continue
+			}
+			for _, po := range res {
+				if po.GetError() == nil {
+					next[group.TP{Topic: topic, Partition: po.GetPartition()}] = partOffsets{start: po.GetEarliest(), hwm: po.GetHwm()}
+				}
+			}
+		}
+	}
+	r.mu.Lock()
+	r.hwm = next
+	r.mu.Unlock()
+}

@@ -1,0 +1,41 @@
+package server
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/strataio/strata/libs/wire"
+)
+
+// BenchmarkPublishBatch measures the gateway hop of a batch publish: frame
+// read and check, batch validation, routing, the produce stream to a
+// (discarding) partitiond over loopback mTLS gRPC, and the ack frame.
+// allocs/op include the in-process fake partitiond and the client.
+func BenchmarkPublishBatch(b *testing.B) {
+	for _, size := range []int{100, 1024} {
+		b.Run(fmt.Sprintf("records=1000/size=%d", size), func(b *testing.B) {
+			c := startCluster(b, nil)
+			c.part.discard.Store(true)
+			cl := dial(b, c.addr, wire.CompressionNone)
+			cl.ok("CREATE topic=bench partitions=1")
+			var bb wire.BatchBuilder
+			bb.Reset(nil, wire.BatchHeader{Topic: "bench", Partition: 0, Acks: "1"})
+			payload := make([]byte, size)
+			for i := 0; i < 1000; i++ {
+				if err := bb.Add(&wire.Record{Topic: "bench", Partition: 0, Payload: payload, Key: "k", Timestamp: 1}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			batch, _ := bb.Bytes()
+			b.SetBytes(int64(len(batch)))
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				cl.send(wire.CmdPublish, batch)
+				if f := cl.read(); f.Header.Status != wire.StatusOK {
+					b.Fatalf("publish failed: %q", f.Payload)
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,65 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	metav1 "github.com/strataio/strata/proto/strata/meta/v1"
+)
+
+// registerChecks adds the gateway's /ready checks (spec 4.1).
+func (g *Role) registerChecks() {
+	h := g.env.Process.Health
+	h.Register("topic_metadata", func(context.Context) error {
+		if !g.meta.Cache().View().Ready() {
+			return errors.New("metadata cache not synced with metad")
+		}
+		return nil
+	})
+	h.Register("consumer_metadata", func(context.Context) error {
+		if len(g.meta.Cache().View().Nodes(metav1.NodeRole_NODE_ROLE_COORDINATORD, true)) == 0 {
+			return errors.New("no live coordinatord")
+		}
+		return nil
+	})
+	h.Register("storage", func(context.Context) error {
+		if len(g.meta.Cache().View().Nodes(metav1.NodeRole_NODE_ROLE_PARTITIOND, true)) == 0 {
+			return errors.New("no live partitiond")
+		}
+		return nil
+	})
+	h.Register("cluster_leader", func(ctx context.Context) error {
+		return g.leaderProbe.get(func() error {
+			pctx, cancel := context.WithTimeout(ctx, time.Second)
+			defer cancel()
+			return g.meta.Call(pctx, func(ctx context.Context, m metav1.MetadataServiceClient) error {
+				_, err := m.ListNodes(ctx, &metav1.ListNodesRequest{})
+				return err
+			})
+		})
+	})
+}
+
+// probeCache runs a probe at most once per second, so frequent /ready polls
+// and metric scrapes do not each cost a metad round trip.
+type probeCache struct {
+	mu   sync.Mutex
+	at   time.Time
+	last error
+}
+
+func (p *probeCache) get(probe func() error) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.at.IsZero() && time.Since(p.at) < time.Second {
+		return p.last
+	}
+	p.last = probe()
+	if p.last != nil {
+		p.last = errors.New("metad leader not reachable: " + p.last.Error())
+	}
+	p.at = time.Now()
+	return p.last
+}

@@ -1,0 +1,36 @@
+// Command metad runs Strata's Raft metadata service: the MetadataService on
+// the internal gRPC port (default 9190) and Raft over mTLS on its own port
+// (default 9191).
+package main
+
+import (
+	"os"
+
+	"github.com/strataio/strata/libs/node"
+	"github.com/strataio/strata/libs/pki"
+	"github.com/strataio/strata/metad/server"
+)
+
+// config is the metad binary's configuration file: the common process
+// settings at the top level and metad's own under `metad:`.
+type config struct {
+	node.Common `yaml:",inline"`
+	Metad       server.Config `yaml:"metad"`
+}
+
+func main() {
+	os.Exit(node.Main(node.Binary[config]{
+		Name: "metad",
+		Role: pki.RoleMetad,
+		Usage: "metad is the Raft metadata service: topics, nodes, placement, leaders, ISR.\n" +
+			"Distributed: give every metad the same --metad.voters id=host:port list (Raft addresses).\n" +
+			"With no voters a new data directory bootstraps a single-voter cluster.",
+		Config: func() *config {
+			return &config{Common: node.DefaultCommon(9190), Metad: server.DefaultConfig()}
+		},
+		Common: func(c *config) *node.Common { return &c.Common },
+		Build: func(env *node.RoleEnv, c *config) (node.Role, error) {
+			return server.New(env, c.Metad)
+		},
+	}, os.Args[1:], os.Stdout, os.Stderr))
+}

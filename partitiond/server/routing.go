@@ -1,0 +1,87 @@
+package server
+
+import (
+	"strconv"
+
+	"github.com/strataio/strata/libs/errcode"
+	"github.com/strataio/strata/libs/metaclient"
+	metav1 "github.com/strataio/strata/proto/strata/meta/v1"
+
+	"github.com/strataio/strata/partitiond/internal/partition"
+)
+
+func itoa(v int32) string { return strconv.Itoa(int(v)) }
+
+// route is what a request learns from metad about its partition.
+type route struct {
+	topic *metav1.Topic
+	state *metav1.PartitionState
+	part  *partition.Partition
+}
+
+// minISR is the effective minimum ISR of the topic (override, else broker).
+func (rt *route) minISR(def int) int {
+	if v := rt.topic.GetConfig().MinInSyncReplicas; v != nil && *v > 0 {
+		return int(*v)
+	}
+	return def
+}
+
+// lead resolves a request for topic/partition: the topic must exist and be
+// ACTIVE in metad's view (topic_not_found otherwise, also while DELETING),
+// the partition must exist (partition_not_found), this node must lead it
+// (NOT_LEADER with the leader's RPC address, leader_not_found when the
+// partition is offline) and host it locally.
+func (r *Role) lead(topic string, id int32) (*route, error) {
+	if topic == "" {
+		return nil, errcode.MissingTopic.New("topic is required", "param", "topic")
+	}
+	if id < 0 {
+		return nil, errcode.InvalidPartition.New("partition must not be negative", "topic", topic, "partition", itoa(id))
+	}
+	st, err := r.storage()
+	if err != nil {
+		return nil, err
+	}
+	v := r.meta.Cache().View()
+	if !v.Ready() {
+		return nil, errcode.ClusterMetadataUnavailable.New("metadata cache not synced with metad yet")
+	}
+	t, ps, ok := v.Partition(topic, id)
+	if t == nil || t.GetConfig().GetState() == metav1.TopicState_TOPIC_STATE_DELETING {
+		return nil, errcode.TopicNotFound.New("unknown topic", "topic", topic)
+	}
+	if !ok {
+		return nil, errcode.PartitionNotFound.New("unknown partition", "topic", topic, "partition", itoa(id))
+	}
+	if ps.GetLeader() != r.env.NodeID {
+		return nil, notLeader(v, topic, id, ps.GetLeader())
+	}
+	p, err := st.Partition(topic, id)
+	if err != nil {
+		if errcode.CodeOf(err) == errcode.PartitionNotFound.Name() {
+			// metad already names this node the leader; reconciliation has
+			// not opened it yet. Retryable, unlike partition_not_found.
+			r.rec.poke()
+			return nil, errcode.LeaderNotFound.New("partition is being opened on its leader", "topic", topic, "partition", itoa(id))
+		}
+		return nil, err
+	}
+	return &route{topic: t, state: ps, part: p}, nil
+}
+
+// notLeader builds the routing answer for a partition another node leads.
+func notLeader(v *metaclient.View, topic string, id int32, leader string) error {
+	if leader == "" {
+		return errcode.LeaderNotFound.New("partition has no leader", "topic", topic, "partition", itoa(id))
+	}
+	addr := ""
+	if n, ok := v.Node(leader); ok {
+		addr = n.GetRpcAddress()
+	}
+	if addr == "" {
+		return errcode.LeaderNotFound.New("partition leader has no known address", "topic", topic, "partition", itoa(id), "leader_id", leader)
+	}
+	return errcode.NotLeader.New("this node does not lead the partition", "leader", addr, "leader_id", leader,
+		"topic", topic, "partition", itoa(id))
+}
