@@ -14,6 +14,7 @@ RACE ?= -race
 FUZZTIME ?= 20s
 
 .PHONY: help build test test-short lint vet fmt-check boundaries fuzz fuzz-replay bench proto proto-check tools tidy tidy-check run clean
+.PHONY: image compose-up compose-down compose-test
 
 help: ## list targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -70,3 +71,26 @@ run: build ## run the all-in-one Strata with embedded defaults (data in ./data)
 
 clean:
 	rm -rf $(BIN) dist
+
+# --- container image and docker-compose stack (deploy/; see docs/deployment.md) ---
+IMAGE   ?= strata:dev
+STAGING := deploy/docker/staging
+COMPOSE ?= docker-compose
+COMPOSE_FILE_PATH := deploy/compose/docker-compose.yml
+COMPOSE_PROJECT ?= strata
+
+image: build ## build the FROM scratch image $(IMAGE) holding every binary (no base image pulled)
+	rm -rf $(STAGING) && mkdir -p $(STAGING)/bin $(STAGING)/data $(STAGING)/certs
+	cp $(foreach b,strata $(ROLES),$(BIN)/$(b)) $(STAGING)/bin/
+	docker build -t $(IMAGE) deploy/docker
+
+compose-up: image ## start the full stack (3 metad, 3 partitiond, 2 coordinatord, 2 gateways); gateway on 127.0.0.1:9000
+	STRATA_IMAGE=$(IMAGE) $(COMPOSE) -p $(COMPOSE_PROJECT) -f $(COMPOSE_FILE_PATH) up -d
+	@echo "waiting for every service to be healthy..."
+	@bash deploy/compose/wait-healthy.sh $(COMPOSE_PROJECT) 180
+
+compose-down: ## stop the full stack and delete its volumes
+	STRATA_IMAGE=$(IMAGE) $(COMPOSE) -p $(COMPOSE_PROJECT) -f $(COMPOSE_FILE_PATH) down -v --remove-orphans
+
+compose-test: image ## bring the stack up, smoke-test through a gateway, kill -9 a partitiond, tear down
+	IMAGE=$(IMAGE) COMPOSE="$(COMPOSE)" bash deploy/compose/test.sh

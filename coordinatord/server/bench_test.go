@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -117,4 +118,36 @@ func BenchmarkJoinSyncLeave(b *testing.B) {
 		lat = append(lat, time.Since(start))
 	}
 	reportLatency(b, lat)
+}
+
+// BenchmarkParallelCommits commits from 64 goroutines, one group each
+// (spread over the offsets partitions): the group-commit path.
+func BenchmarkParallelCommits(b *testing.B) {
+	co, _ := benchGroup(b, 1)
+	ctx := context.Background()
+	const groupsN = 64
+	joins := make([]*coordinatorv1.JoinGroupResponse, groupsN)
+	for i := range groupsN {
+		j, err := co.client.JoinGroup(ctx, &coordinatorv1.JoinGroupRequest{Group: fmt.Sprintf("pg%d", i), Member: "m", Topic: "bench"})
+		if err != nil {
+			b.Fatal(err)
+		}
+		joins[i] = j
+	}
+	var next atomic.Int64
+	b.SetParallelism(groupsN / 2)
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		i := int(next.Add(1)-1) % groupsN
+		j := joins[i]
+		g := fmt.Sprintf("pg%d", i)
+		for off := uint64(1); pb.Next(); off++ {
+			if _, err := co.client.CommitOffset(ctx, &coordinatorv1.CommitOffsetRequest{Group: g, Topic: "bench", Partition: 0,
+				Offset: off, Member: j.GetMember(), Generation: u64(j.GetGeneration())}); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "commits/s")
 }

@@ -84,6 +84,8 @@ type Proc struct {
 	DataDir    string
 	RPCAddr    string
 	HealthAddr string
+	// MetricsAddr serves /metrics (every process enables the exporter).
+	MetricsAddr string
 	ClientAddr string // gateways only
 	RaftAddr   string // metad only
 
@@ -134,7 +136,7 @@ func Start(t testing.TB, spec Spec) *Cluster {
 		}
 		p := &Proc{Name: id, Role: role, NodeID: id, c: c,
 			bin: filepath.Join(bins, string(role)), DataDir: filepath.Join(c.Dir, id),
-			RPCAddr: freeAddr(t), HealthAddr: freeAddr(t)}
+			RPCAddr: freeAddr(t), HealthAddr: freeAddr(t), MetricsAddr: freeAddr(t)}
 		p.env = []string{
 			"STRATA_NODE_ID=" + id,
 			"STRATA_DATA_DIR=" + p.DataDir,
@@ -144,6 +146,8 @@ func Start(t testing.TB, spec Spec) *Cluster {
 			"STRATA_TLS_KEY=" + files.Key,
 			"STRATA_OPS_HOST=127.0.0.1",
 			"HEALTH_CHECK_PORT=" + port(p.HealthAddr),
+			"ENABLE_EXPORTER=true",
+			"EXPORTER_PORT=" + port(p.MetricsAddr),
 			"STRATA_LOG_LEVEL=debug",
 		}
 		c.Procs = append(c.Procs, p)
@@ -340,4 +344,20 @@ func port(addr string) string {
 		panic(addr)
 	}
 	return p
+}
+
+// metadEnv configures a metad voter of the static bootstrap.
+func metadEnv(p *Proc, voters []string) []string {
+	return []string{
+		"STRATA_METAD_RAFT_LISTEN=" + p.RaftAddr,
+		"STRATA_METAD_VOTERS=" + strings.Join(voters, ","),
+		"STRATA_METAD_BOOTSTRAP=true",
+		// Replication between partition servers is not built yet: one replica.
+		"STRATA_METAD_DEFAULT_REPLICATION_FACTOR=1",
+	}
+}
+
+// gatewayEnv configures a gateway's client listener.
+func gatewayEnv(p *Proc) []string {
+	return []string{"STRATA_GATEWAY_CLIENT_LISTEN=" + p.ClientAddr}
 }

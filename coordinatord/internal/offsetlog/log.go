@@ -32,15 +32,20 @@ type Options struct {
 	FetchMaxBytes uint32
 }
 
-// Log is the write side of one owned partition. Appends are serialised:
-// the idempotent producer's sequence numbers must arrive in order.
+// Log is the write side of one owned partition. Flushes are serialised (the
+// idempotent producer's sequence numbers must arrive in order) and carry
+// every append queued meanwhile.
 type Log struct {
 	c    Client
 	o    Options
 	prod string
 
-	mu     sync.Mutex
-	next   uint64 // next base sequence
+	// qmu guards queue: appends waiting for the next flush.
+	qmu   sync.Mutex
+	queue []*waiter
+
+	mu     sync.Mutex // held by the one flushing
+	next   uint64     // next base sequence
 	fenced error
 	// pending is a record set whose append outcome is unknown; it owns the
 	// sequence numbers from next and is re-sent before anything else.
@@ -89,10 +94,55 @@ func (l *Log) Fenced() error {
 	return l.fenced
 }
 
-// Append durably appends vals (acks=all) as one record set.
+// maxCoalesce bounds the records of one coalesced flush (an offset record
+// is about 150 bytes, so about 600 KiB).
+const maxCoalesce = 4096
+
+// waiter is one Append waiting to be flushed.
+type waiter struct {
+	vals []Value
+	done chan error // buffered: the flusher never blocks
+}
+
+// Append durably appends vals (acks=all). Concurrent appends are coalesced
+// (group commit): whoever gets the flush lock writes everything queued so
+// far as one record set, so commits of many groups share one round trip.
+// One Append's values always land together; values of different appends
+// may share a record set, and all of them then share its outcome.
 func (l *Log) Append(ctx context.Context, vals []Value) error {
-	_, _, err := l.append(ctx, vals)
-	return err
+	w := &waiter{vals: vals, done: make(chan error, 1)}
+	l.qmu.Lock()
+	l.queue = append(l.queue, w)
+	l.qmu.Unlock()
+	l.mu.Lock()
+	select {
+	case err := <-w.done: // an earlier flusher took it
+		l.mu.Unlock()
+		return err
+	default:
+	}
+	l.qmu.Lock()
+	// Take a prefix of at most maxCoalesce records (at least one append),
+	// so a record set stays well inside partitiond's batch bound; the rest
+	// is flushed by its own callers.
+	n, count := 0, 0
+	for n < len(l.queue) && (n == 0 || count+len(l.queue[n].vals) <= maxCoalesce) {
+		count += len(l.queue[n].vals)
+		n++
+	}
+	batch := l.queue[:n:n]
+	l.queue = l.queue[n:]
+	l.qmu.Unlock()
+	var all []Value
+	for _, b := range batch {
+		all = append(all, b.vals...)
+	}
+	_, _, err := l.appendLocked(ctx, all)
+	l.mu.Unlock()
+	for _, b := range batch {
+		b.done <- err
+	}
+	return <-w.done
 }
 
 func (l *Log) lifecycle() uint64 {
@@ -115,6 +165,11 @@ func (l *Log) lifecycle() uint64 {
 func (l *Log) append(ctx context.Context, vals []Value) (last uint64, duplicate bool, err error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	return l.appendLocked(ctx, vals)
+}
+
+// appendLocked is append with l.mu held.
+func (l *Log) appendLocked(ctx context.Context, vals []Value) (last uint64, duplicate bool, err error) {
 	if l.fenced != nil {
 		return 0, false, l.fenced
 	}

@@ -2,7 +2,9 @@ package offsetlog
 
 import (
 	"context"
+	"fmt"
 	"net"
+	"sync"
 	"testing"
 	"time"
 
@@ -287,5 +289,42 @@ func TestUnknownOutcomeKeepsItsSequenceNumbers(t *testing.T) {
 	}
 	if o, ok := rg.Committed(tp("t", 0)); !ok || o != 5 {
 		t.Fatalf("A (stored, answer lost) should be there once: %d %v", o, ok)
+	}
+}
+
+func TestConcurrentAppendsAreCoalesced(t *testing.T) {
+	fake, c := startFake(t)
+	l, _ := mustTakeover(t, c, 1)
+	ctx := ctxT(t)
+	const n = 64
+	var regs []Value
+	for i := range n {
+		regs = append(regs, Registration(group.New(fmt.Sprintf("g%d", i), group.Selector{Topic: "t"}, []group.TP{tp("t", 0)}, 1)))
+	}
+	must(t, l.Append(ctx, regs))
+	before := fake.Appends()
+	// Stall the first flush so the others queue up behind it.
+	fake.FailNextAppends(3)
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = l.Append(ctx, []Value{Offset(fmt.Sprintf("g%d", i), 1, tp("t", 0), uint64(i+1))})
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		must(t, err)
+	}
+	if got := fake.Appends() - before; got >= n/2 {
+		t.Fatalf("%d appends for %d concurrent commits: not coalesced", got, n)
+	}
+	_, rep := mustTakeover(t, c, 2)
+	for i := range n {
+		if o, ok := rep.Groups[fmt.Sprintf("g%d", i)].Committed(tp("t", 0)); !ok || o != uint64(i+1) {
+			t.Fatalf("g%d offset %d %v", i, o, ok)
+		}
 	}
 }

@@ -68,7 +68,7 @@ func DefaultConfig() Config {
 type Server struct {
 	proc    *node.Process
 	roles   []node.Role
-	gateway *gatewayserver.Role
+	gateway interface{ ClientAddr() string }
 	timeout time.Duration
 }
 

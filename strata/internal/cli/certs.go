@@ -35,6 +35,8 @@ func runCerts(_ context.Context, args []string, stdout, stderr io.Writer) int {
 		return certsInit(args[1:], stdout, stderr)
 	case "issue":
 		return certsIssue(args[1:], stdout, stderr)
+	case "ensure":
+		return certsEnsure(args[1:], stdout, stderr)
 	case "-h", "--help", "help":
 		fmt.Fprint(stdout, certsUsage)
 		return exitOK

@@ -1,0 +1,61 @@
+package e2e
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/strataio/strata/strata/clustertest"
+	"github.com/strataio/strata/strata/internal/allinone"
+)
+
+// startAllInOne runs the all-in-one server in this test process on loopback
+// ports and stops it at cleanup.
+func startAllInOne(t *testing.T) *allinone.Server {
+	t.Helper()
+	cfg := allinone.DefaultConfig()
+	cfg.DataDir = t.TempDir()
+	cfg.OpsHost = "127.0.0.1"
+	cfg.HealthCheckPort = 0
+	cfg.ExporterPort = 0
+	cfg.EnableExporter = true
+	cfg.Gateway.ClientListen = "127.0.0.1:0"
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	srv, err := allinone.New(cfg, log, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	ready := make(chan struct{})
+	done := make(chan error, 1)
+	go func() { done <- srv.Run(ctx, func() { close(ready) }) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("all-in-one stopped with: %v", err)
+		}
+	})
+	select {
+	case <-ready:
+	case err := <-done:
+		t.Fatalf("all-in-one failed to start: %v", err)
+	case <-time.After(60 * time.Second):
+		t.Fatal("all-in-one not ready after 60s")
+	}
+	return srv
+}
+
+func TestScenarioAllInOne(t *testing.T) {
+	srv := startAllInOne(t)
+	scenario(t, []string{srv.ClientAddr()})
+}
+
+func TestScenarioProcessCluster(t *testing.T) {
+	if testing.Short() {
+		t.Skip("process cluster: skipped with -short")
+	}
+	c := clustertest.Start(t, clustertest.FullSpec)
+	scenario(t, c.GatewayAddrs())
+}
