@@ -86,8 +86,8 @@ type Proc struct {
 	HealthAddr string
 	// MetricsAddr serves /metrics (every process enables the exporter).
 	MetricsAddr string
-	ClientAddr string // gateways only
-	RaftAddr   string // metad only
+	ClientAddr  string // gateways only
+	RaftAddr    string // metad only
 
 	c    *Cluster
 	bin  string
