@@ -62,16 +62,17 @@ func DefaultConfig() Config {
 		Bootstrap:                    true,
 		NodeLeaseTimeout:             10 * time.Second,
 		TransactionCoordinatorShards: fsm.DefaultTxnShards,
-		DefaultReplicationFactor:     3,
-		DefaultCleanupPolicy:         "delete",
-		MinInsyncReplicas:            1,
-		RaftHeartbeatTimeout:         1000 * time.Millisecond,
-		RaftElectionTimeout:          1000 * time.Millisecond,
-		RaftLeaderLeaseTimeout:       500 * time.Millisecond,
-		RaftSnapshotThreshold:        8192,
-		RaftSnapshotInterval:         2 * time.Minute,
-		RaftTrailingLogs:             10240,
-		CoordinatorCheckTimeout:      5 * time.Second,
+		// 1 until replication between partition servers lands (docs/decisions.md).
+		DefaultReplicationFactor: 1,
+		DefaultCleanupPolicy:     "delete",
+		MinInsyncReplicas:        1,
+		RaftHeartbeatTimeout:     1000 * time.Millisecond,
+		RaftElectionTimeout:      1000 * time.Millisecond,
+		RaftLeaderLeaseTimeout:   500 * time.Millisecond,
+		RaftSnapshotThreshold:    8192,
+		RaftSnapshotInterval:     2 * time.Minute,
+		RaftTrailingLogs:         10240,
+		CoordinatorCheckTimeout:  5 * time.Second,
 	}
 }
 

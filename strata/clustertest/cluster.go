@@ -352,8 +352,6 @@ func metadEnv(p *Proc, voters []string) []string {
 		"STRATA_METAD_RAFT_LISTEN=" + p.RaftAddr,
 		"STRATA_METAD_VOTERS=" + strings.Join(voters, ","),
 		"STRATA_METAD_BOOTSTRAP=true",
-		// Replication between partition servers is not built yet: one replica.
-		"STRATA_METAD_DEFAULT_REPLICATION_FACTOR=1",
 	}
 }
 

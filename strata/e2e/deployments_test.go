@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"net/http"
 	"testing"
 	"time"
 
@@ -44,7 +45,28 @@ func startAllInOne(t *testing.T) *allinone.Server {
 	case <-time.After(60 * time.Second):
 		t.Fatal("all-in-one not ready after 60s")
 	}
+	// started means listeners and roles are up; clients wait for /ready
+	// (every role registered, metadata synced) as a probe would.
+	waitReady(t, "http://"+srv.HealthAddr()+"/ready", 60*time.Second)
 	return srv
+}
+
+func waitReady(t *testing.T, url string, timeout time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		resp, err := http.Get(url)
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s not 200 after %v (last error %v)", url, timeout, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 func TestScenarioAllInOne(t *testing.T) {
