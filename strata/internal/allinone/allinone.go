@@ -12,9 +12,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"syscall"
 	"time"
 
@@ -167,6 +169,21 @@ func (s *Server) Run(ctx context.Context, started func()) error {
 	return s.proc.Run(ctx, s.roles, s.timeout, started)
 }
 
+// WaitReady polls the readiness checks until they all pass (true) or ctx
+// ends (false).
+func (s *Server) WaitReady(ctx context.Context) bool {
+	for {
+		if _, ok := s.proc.Health.Evaluate(ctx); ok {
+			return true
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
 // ClientAddr is the bound Wire v2 client address (after start).
 func (s *Server) ClientAddr() string { return s.gateway.ClientAddr() }
 
@@ -176,7 +193,20 @@ func (s *Server) HealthAddr() string { return s.proc.HealthListenAddr() }
 // MetricsAddr is the bound metrics listener address ("" when disabled).
 func (s *Server) MetricsAddr() string { return s.proc.MetricsListenAddr() }
 
-func hostPort(host string, port int) string { return fmt.Sprintf("%s:%d", host, port) }
+func hostPort(host string, port int) string { return net.JoinHostPort(host, strconv.Itoa(port)) }
+
+// dialable turns a wildcard bind address ([::]:9000) into one a user on
+// this machine can connect to (127.0.0.1:9000).
+func dialable(addr string) string {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return addr
+	}
+	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+		host = "127.0.0.1"
+	}
+	return net.JoinHostPort(host, port)
+}
 
 // Main is `strata run`: flags > STRATA_* environment > --config file > defaults.
 func Main(args []string, stdout, stderr io.Writer) int {
@@ -224,8 +254,15 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	err = srv.Run(ctx, func() {
-		log.Info("strata is ready", "client", srv.ClientAddr(), "health", srv.HealthAddr(), "metrics", srv.MetricsAddr())
-		fmt.Fprintf(stdout, "Strata is ready: Wire v2 clients connect to %s (health http://%s/ready)\n", srv.ClientAddr(), srv.HealthAddr())
+		// Listeners are up; tell the user once /ready would answer 200
+		// (every role registered and metadata synced).
+		go func() {
+			if !srv.WaitReady(ctx) {
+				return
+			}
+			log.Info("strata is ready", "client", srv.ClientAddr(), "health", srv.HealthAddr(), "metrics", srv.MetricsAddr())
+			fmt.Fprintf(stdout, "Strata is ready: Wire v2 clients connect to %s (health http://%s/ready)\n", dialable(srv.ClientAddr()), dialable(srv.HealthAddr()))
+		}()
 	})
 	if err != nil {
 		log.Error("stopped with error", "err", err)
