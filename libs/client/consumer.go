@@ -116,6 +116,13 @@ func (k *Consumer) join(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// Keep the member id even if SYNC_GROUP fails below (GEN_MISMATCH when
+	// another join raced this one): the retry must resume this member, not
+	// join as a new one and leave this one holding partitions until its
+	// session expires.
+	k.mu.Lock()
+	k.member = jr.Member
+	k.mu.Unlock()
 	parts, err := k.c.SyncGroup(ctx, k.o.Group, jr.Member, jr.Generation, k.o.Topic)
 	if err != nil {
 		return err

@@ -8,6 +8,7 @@ package clustertest
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -329,13 +330,23 @@ func (p *Proc) LogTail(n int) string {
 	return string(b)
 }
 
+// freeAddr picks a free loopback port below the kernel's ephemeral range
+// (32768 and up here): port-0 binds and outgoing connections of other tests
+// take ephemeral ports, so they cannot grab the port between this check and
+// the process binding it. Collisions with other harness users are made
+// unlikely by the random start and excluded by the bind check.
 func freeAddr(t testing.TB) string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	for i := 0; i < 200; i++ {
+		p := 20000 + rand.IntN(12000)
+		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p)))
+		if err != nil {
+			continue
+		}
+		l.Close()
+		return l.Addr().String()
 	}
-	defer l.Close()
-	return l.Addr().String()
+	t.Fatal("no free loopback port in 20000-31999")
+	return ""
 }
 
 func port(addr string) string {
