@@ -79,7 +79,7 @@ COMPOSE ?= docker-compose
 COMPOSE_FILE_PATH := deploy/compose/docker-compose.yml
 COMPOSE_PROJECT ?= strata
 
-image: build ## build the FROM scratch image $(IMAGE) holding every binary (no base image pulled)
+image: build ## build the FROM scratch image strata:dev (IMAGE=) holding every binary (no base image pulled)
 	rm -rf $(STAGING) && mkdir -p $(STAGING)/bin $(STAGING)/data $(STAGING)/certs
 	cp $(foreach b,strata $(ROLES),$(BIN)/$(b)) $(STAGING)/bin/
 	docker build -t $(IMAGE) deploy/docker
@@ -92,5 +92,5 @@ compose-up: image ## start the full stack (3 metad, 3 partitiond, 2 coordinatord
 compose-down: ## stop the full stack and delete its volumes
 	STRATA_IMAGE=$(IMAGE) $(COMPOSE) -p $(COMPOSE_PROJECT) -f $(COMPOSE_FILE_PATH) down -v --remove-orphans
 
-compose-test: image ## bring the stack up, smoke-test through a gateway, kill -9 a partitiond, tear down
+compose-test: image ## stack up, CLI smoke via a gateway, trace check, kill -9 partitiond + coordinatord, tear down
 	IMAGE=$(IMAGE) COMPOSE="$(COMPOSE)" bash deploy/compose/test.sh

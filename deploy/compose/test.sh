@@ -1,0 +1,247 @@
+#!/usr/bin/env bash
+# Compose stack test (make compose-test): bring the full stack up from the
+# strata:dev image, wait until every service is healthy, run a smoke through a
+# published gateway port with the strata CLI (topic create, produce, group
+# consume, group status), follow one PUBLISH and one CREATE trace across
+# gateway, partitiond and metad in the container logs, kill -9 the partitiond holding partition 0 and check
+# that the other partitions keep serving and the dead one fails with a typed
+# error (no hang), kill -9 one coordinatord and check groups keep working,
+# restart both and check every acknowledged record is still readable.
+# Always tears down (down -v). Bounded: every step has its own timeout and
+# the whole run is capped by TEST_DEADLINE (default 360 s).
+#
+# Env: IMAGE (strata:dev, must exist: `make image`), COMPOSE (docker-compose),
+# PROJECT (strata-ct), STRATA (the CLI, default .bin/strata), RECORDS (300).
+set -euo pipefail
+
+cd "$(dirname "$0")/../.."
+IMAGE=${IMAGE:-strata:dev}
+COMPOSE=${COMPOSE:-docker-compose}
+PROJECT=${PROJECT:-strata-ct}
+STRATA=${STRATA:-$PWD/.bin/strata}
+RECORDS=${RECORDS:-300}
+TEST_DEADLINE=${TEST_DEADLINE:-360}
+FILE=deploy/compose/docker-compose.yml
+WORK=$(mktemp -d)
+T0=$SECONDS
+
+log() { printf '[compose-test %3ds] %s\n' $((SECONDS - T0)) "$*"; }
+die() { log "FAIL: $*"; exit 1; }
+# dc SECONDS ARGS...: a compose command bounded in time.
+dc() { local t=$1; shift; STRATA_IMAGE=$IMAGE timeout "$t" $COMPOSE -p "$PROJECT" -f "$FILE" "$@"; }
+
+# Keep the caller's stdout/stderr: a signal trap can fire while a redirected
+# command runs, and cleanup's output must not land in that command's log.
+exec 3>&1 4>&2
+cleanup() {
+  local rc=$?
+  trap - EXIT INT TERM
+  exec 1>&3 2>&4
+  [[ -n ${WATCHDOG:-} ]] && kill "$WATCHDOG" 2>/dev/null || true
+  if ((rc != 0)); then
+    log "failed (exit $rc); last logs:"
+    { dc 30 ps; dc 30 logs --no-color --tail 25; } 2>&1 | cut -c1-300 || true
+  fi
+  log "tearing down"
+  dc 120 down -v --remove-orphans >/dev/null 2>&1 ||
+    log "WARNING: down failed; run: $COMPOSE -p $PROJECT -f $FILE down -v"
+  rm -rf "$WORK"
+  log "total $((SECONDS - T0))s, exit $rc"
+  exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# Whole-run bound: the watchdog interrupts the script, whose trap tears down.
+# Its sleep is killed with it, so no stray process outlives the test.
+(
+  sleep "$TEST_DEADLINE" &
+  sp=$!
+  trap 'kill $sp 2>/dev/null; exit 0' TERM
+  wait $sp
+  echo "[compose-test] deadline ${TEST_DEADLINE}s exceeded" >&4
+  kill -TERM $$
+) &
+WATCHDOG=$!
+
+command -v docker >/dev/null || die "docker not found"
+docker image inspect "$IMAGE" >/dev/null 2>&1 || die "image $IMAGE missing: run make image"
+[[ -x $STRATA ]] || die "$STRATA missing: run make build"
+
+# Host ports on 127.0.0.1: a free block, so the test does not collide with a
+# developer stack on 9000 or with other tests on this machine. The block lies
+# below the kernel's ephemeral range (32768+ here), where outgoing
+# connections could hold a port at any moment.
+port_used() {
+  if command -v ss >/dev/null; then
+    ss -Htan "( sport = :$1 )" 2>/dev/null | grep -q . && return 0
+  fi
+  (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
+}
+pick_base() {
+  local base p ok
+  for _ in $(seq 1 50); do
+    base=$((20000 + (RANDOM % 120) * 100))
+    ok=1
+    for p in $base $((base + 1)) $((base + 80)) $((base + 81)) $((base + 90)) $((base + 91)); do
+      port_used "$p" && { ok=0; break; }
+    done
+    ((ok)) && { echo "$base"; return 0; }
+  done
+  return 1
+}
+BASE=$(pick_base) || die "no free port block"
+export STRATA_GATEWAY1_CLIENT_PORT=$BASE STRATA_GATEWAY2_CLIENT_PORT=$((BASE + 1))
+export STRATA_GATEWAY1_HEALTH_PORT=$((BASE + 80)) STRATA_GATEWAY2_HEALTH_PORT=$((BASE + 81))
+export STRATA_GATEWAY1_METRICS_PORT=$((BASE + 90)) STRATA_GATEWAY2_METRICS_PORT=$((BASE + 91))
+# Spans as JSON lines in the container logs (checked below).
+export OTEL_TRACES_EXPORTER=console
+GW1=127.0.0.1:$STRATA_GATEWAY1_CLIENT_PORT
+GW2=127.0.0.1:$STRATA_GATEWAY2_CLIENT_PORT
+cli() { timeout 60 "$STRATA" "$@"; }
+
+# A stale project from an interrupted run would reuse old volumes.
+dc 120 down -v --remove-orphans >/dev/null 2>&1 || true
+
+log "compose up (project $PROJECT, gateways $GW1 $GW2)"
+t_up=$SECONDS
+dc 240 up -d >"$WORK/up.log" 2>&1 ||
+  { cat "$WORK/up.log"; die "compose up failed"; }
+timeout 200 bash deploy/compose/wait-healthy.sh "$PROJECT" 180 || die "stack not healthy"
+UP_SECS=$((SECONDS - t_up))
+log "all services healthy ${UP_SECS}s after compose up"
+
+# Published surface: only the gateways, only on loopback.
+published=$(docker ps --filter "label=com.docker.compose.project=$PROJECT" --format '{{.Names}} {{.Ports}}' | grep -- '->' || true)
+while read -r name ports; do
+  [[ -z $name ]] && continue
+  [[ $name == *gateway* ]] || die "$name publishes ports: $ports"
+  for p in ${ports//,/ }; do
+    [[ $p == *'->'* && $p != 127.0.0.1:* ]] && die "$name publishes beyond loopback: $p"
+  done
+done <<<"$published"
+timeout 5 bash -c "exec 3<>/dev/tcp/127.0.0.1/$STRATA_GATEWAY1_HEALTH_PORT" || die "gateway-1 health port not published"
+
+# --- smoke through gateway-1 --------------------------------------------------
+cli topic create ct --partitions 3 --addr "$GW1" >/dev/null || die "topic create"
+# (Output captured before grep: grep -q closing the pipe early would make
+# the CLI fail with EPIPE under pipefail.)
+out=$(cli topic list --addr "$GW2") || die "topic list via gateway-2"
+grep -qx ct <<<"$out" || die "gateway-2 does not list topic ct: $out"
+out=$(cli topic create ct-rf --partitions 1 --replication-factor 4 --addr "$GW1" 2>&1) && die "RF 4 on 3 partitiond accepted"
+grep -q invalid_replication_factor <<<"$out" || die "RF 4: want invalid_replication_factor, got: $out"
+
+seq 1 "$RECORDS" | sed 's/^/rec-/' >"$WORK/sent"
+cli produce ct --acks 1 --addr "$GW1" <"$WORK/sent" >/dev/null || die "produce"
+log "produced $RECORDS records (acks=1)"
+
+values() { sed -E 's/^partition=[0-9]+ offset=[0-9]+ //' | sort; }
+cli consume ct --group ct-g --addr "$GW1" >"$WORK/group1" || die "group consume"
+diff <(sort "$WORK/sent") <(values <"$WORK/group1") >/dev/null || die "group consume: records differ from sent"
+cli consume ct --group ct-g --addr "$GW2" >"$WORK/group2" || die "second group consume"
+[[ ! -s $WORK/group2 ]] || die "second group consume re-read $(wc -l <"$WORK/group2") records: commits lost"
+out=$(cli group status ct-g --addr "$GW2") || die "group status"
+grep -q 'group ct-g topic ct' <<<"$out" || die "group status: $out"
+log "smoke ok: create, produce, group consume + commit, group status, RF error"
+
+# --- one trace across roles ---------------------------------------------------
+# The stack runs with OTEL_TRACES_EXPORTER=console: every node prints its
+# spans as JSON lines on stderr, which `docker logs` returns. A span line
+# holds "Name", then "SpanContext" (its TraceID first), then "Parent".
+# cid SERVICE: its container id (plain docker: a compose call costs ~1 s).
+cid() { docker ps -aq --filter "label=com.docker.compose.project=$PROJECT" --filter "label=com.docker.compose.service=$1" | head -1; }
+# trace_ids SERVICE NAME_PREFIX: trace ids of SERVICE's spans named NAME_PREFIX*.
+trace_ids() {
+  docker logs "$(cid "$1")" 2>&1 | grep -F "\"Name\":\"$2" |
+    sed -E 's/.*"SpanContext":\{"TraceID":"([0-9a-f]{32})".*/\1/' | grep -E '^[0-9a-f]{32}$' || true
+}
+# has_span TRACE SPAN_NAME SERVICE...: the first SERVICE logging a span of TRACE named SPAN_NAME.
+has_span() {
+  local tid=$1 name=$2 svc
+  shift 2
+  for svc in "$@"; do
+    # No grep -q: closing the pipe early fails the pipeline under pipefail.
+    if [[ -n $(docker logs "$(cid "$svc")" 2>&1 | grep -F "\"TraceID\":\"$tid\"" | grep -F "\"Name\":\"$name\"") ]]; then
+      echo "$svc"
+      return 0
+    fi
+  done
+  return 1
+}
+# Spans are exported in batches (every 5 s): poll.
+for _ in $(seq 1 20); do
+  pub=$(trace_ids gateway-1 PUBLISH | tail -1)
+  create=$(trace_ids gateway-1 CREATE | head -1)
+  [[ -n $pub && -n $create ]] && break
+  sleep 1
+done
+[[ -n $pub ]] || die "no PUBLISH span in gateway-1's trace output"
+[[ -n $create ]] || die "no CREATE span in gateway-1's trace output"
+for _ in $(seq 1 15); do
+  pub_node=$(has_span "$pub" strata.partition.v1.PartitionService/Append partitiond-1 partitiond-2 partitiond-3) &&
+    create_node=$(has_span "$create" strata.meta.v1.MetadataService/CreateTopic metad-1 metad-2 metad-3) && break
+  sleep 1
+done
+[[ -n ${pub_node:-} ]] || die "PUBLISH trace $pub has no partitiond Append server span"
+[[ -n ${create_node:-} ]] || die "CREATE trace $create has no metad CreateTopic server span"
+log "traces: PUBLISH $pub spans gateway-1 + $pub_node; CREATE $create spans gateway-1 + $create_node"
+
+# --- kill -9 the partitiond holding partition 0 --------------------------------
+desc=$(cli topic describe ct --addr "$GW1")
+victim=$(awk '$1 == "0" { gsub(/[][]/, "", $3); print $3 }' <<<"$desc")
+[[ $victim == partitiond-[123] ]] || die "cannot find the replica of partition 0 in: $desc"
+leo=$(awk '$1 == "0" { print $5 }' <<<"$desc")
+((leo > 0)) || die "partition 0 holds no records (LEO $leo)"
+live_part=$(awk -v v="$victim" '$1 ~ /^[0-9]+$/ && index($3, v) == 0 { print $1; exit }' <<<"$desc")
+log "kill -9 $victim (partition 0, LEO $leo); partition $live_part is elsewhere"
+dc 30 kill -s SIGKILL $victim >/dev/null 2>&1 || die "kill $victim"
+
+# While it is down: other partitions serve, partition 0 fails typed and bounded.
+[[ -n $live_part ]] && { cli consume ct --partition "$live_part" --from earliest --addr "$GW1" >"$WORK/live" || die "partition $live_part unavailable while $victim is down"; }
+t=$SECONDS
+if out=$(cli consume ct --partition 0 --from earliest --timeout 5s --addr "$GW1" 2>&1); then
+  die "partition 0 consumable while its only replica $victim is down"
+fi
+grep -q 'ERROR: [a-z_]* class=' <<<"$out" || die "partition 0 down: want a typed error, got: $out"
+((SECONDS - t <= 25)) || die "partition 0 down: error took $((SECONDS - t))s"
+log "while down: partition $live_part served; partition 0 -> $(grep -o 'ERROR: [a-z_]*' <<<"$out" | head -1) in $((SECONDS - t))s"
+
+t_restart=$SECONDS
+dc 60 start "$victim" >/dev/null 2>&1 || die "restart $victim"
+timeout 100 bash deploy/compose/wait-healthy.sh "$PROJECT" 90 || die "not healthy after restart"
+log "$victim restarted, healthy in $((SECONDS - t_restart))s"
+
+# Every acknowledged record is still there, at its offset, after the kill -9.
+cli consume ct --from earliest --addr "$GW2" >"$WORK/after" || die "consume after restart"
+diff <(sort "$WORK/sent") <(values <"$WORK/after") >/dev/null ||
+  die "after restart: $(wc -l <"$WORK/after") records, want $RECORDS identical to sent"
+grep -q '^partition=0 ' "$WORK/after" || die "partition 0 empty after restart"
+# The restarted node accepts writes again.
+echo "after-restart" | cli produce ct --partition 0 --acks 1 --addr "$GW1" >/dev/null || die "produce to partition 0 after restart"
+log "after restart: all $RECORDS acknowledged records readable; partition 0 writable"
+
+# --- kill -9 one coordinatord: groups keep working on the other ---------------
+dc 30 kill -s SIGKILL coordinatord-1 >/dev/null 2>&1 || die "kill coordinatord-1"
+log "kill -9 coordinatord-1"
+# Groups owned by coordinatord-1 move to coordinatord-2 once its metad lease
+# (10 s) expires; a group command meanwhile may wait or fail retryably, but
+# within the bound of cli (60 s) a new group must read everything.
+t=$SECONDS
+for attempt in 1 2 3; do
+  cli consume ct --group ct-g-down --addr "$GW1" >"$WORK/groupdown.$attempt" 2>"$WORK/groupdown.err" && break
+  log "group consume attempt $attempt with coordinatord-1 down: $(head -c 200 "$WORK/groupdown.err")"
+  ((attempt == 3)) && die "group consume with coordinatord-1 down failed 3 times"
+  sleep 3
+done
+n=$(cat "$WORK"/groupdown.* | wc -l)
+((n >= RECORDS + 1)) || die "with coordinatord-1 down: new group read $n records, want $((RECORDS + 1))"
+log "with coordinatord-1 down: new group read $n records in $((SECONDS - t))s"
+t_restart=$SECONDS
+dc 60 start coordinatord-1 >/dev/null 2>&1 || die "restart coordinatord-1"
+timeout 100 bash deploy/compose/wait-healthy.sh "$PROJECT" 90 || die "not healthy after coordinatord-1 restart"
+log "coordinatord-1 restarted, healthy in $((SECONDS - t_restart))s"
+cli consume ct --group ct-g --addr "$GW1" >"$WORK/group4" || die "group consume after coordinatord restart"
+[[ $(wc -l <"$WORK/group4") -eq 1 ]] || die "group ct-g after restarts read $(wc -l <"$WORK/group4") records, want only the 1 new one"
+log "group ct-g resumed from its committed offsets (read 1 new record)"
+
+log "PASS (compose up -> healthy ${UP_SECS}s)"
