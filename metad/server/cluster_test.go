@@ -110,6 +110,28 @@ func TestClusterFailoverOverMTLS(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+	// All three replicas converge to byte-identical state.
+	deadline = time.Now().Add(15 * time.Second)
+	for {
+		all := []*instance{back}
+		for _, in := range ins {
+			if in != leader {
+				all = append(all, in)
+			}
+		}
+		ref := all[0].srv.node.Load().FSM().EncodeState()
+		same := true
+		for _, in := range all[1:] {
+			same = same && string(in.srv.node.Load().FSM().EncodeState()) == string(ref)
+		}
+		if same {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("replicas did not converge to identical state")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 	// Every metad registers itself (followers through the leader).
 	deadline = time.Now().Add(10 * time.Second)
 	for {
@@ -128,6 +150,28 @@ func TestClusterFailoverOverMTLS(t *testing.T) {
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("want the 3 metads registered and live, got %d: %v", metads, st.GetNodes())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+
+	// With two of three gone the survivor loses its leader: cluster_leader
+	// fails, /ready goes 503, strata_cluster_has_leader drops to 0, while
+	// storage still passes.
+	survivor := back
+	for _, in := range ins {
+		if in != leader && in != survivor {
+			in.stop()
+		}
+	}
+	deadline = time.Now().Add(10 * time.Second)
+	for {
+		res, ok := survivor.proc.Health.Evaluate(ctx)
+		if !ok && res.Checks["cluster_leader"] != "ok" && res.Checks["storage"] == "ok" &&
+			series(t, survivor.proc.Registry)["strata_cluster_has_leader{}"] == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("survivor without quorum still reports a leader: %v", res.Checks)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}

@@ -114,6 +114,18 @@ func startSingle(t *testing.T, ca *pkitest.PKI, dir string) *instance {
 	return in
 }
 
+// startSingleStable runs a single-voter metad whose node leases outlast
+// any test, so no expiry changes the state behind a test's back.
+func startSingleStable(t *testing.T, ca *pkitest.PKI, dir string) *instance {
+	cfg := fastConfig()
+	cfg.NodeLeaseTimeout = time.Minute
+	cfg.SingleVoter("m1")
+	in := build(t, ca, "m1", dir, cfg)
+	in.run()
+	t.Cleanup(in.stop)
+	return in
+}
+
 // startCluster runs n voters bootstrapped from one list.
 func startCluster(t *testing.T, ca *pkitest.PKI, n int) []*instance {
 	t.Helper()

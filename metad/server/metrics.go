@@ -67,6 +67,7 @@ func newMetrics(reg prometheus.Registerer, s *Server) (*metrics, error) {
 			}
 			return 0
 		}),
+		newClusterCollector(s),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "strata_metad_raft_transport_rejected_total", Help: "Inbound Raft connections refused in the mTLS handshake (wrong CA or role)."}, func() float64 {
 			return float64(s.stream.Rejected())
 		}),

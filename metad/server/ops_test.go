@@ -88,7 +88,7 @@ func TestPartitionPathReadinessAndMetrics(t *testing.T) {
 	}
 	_ = json.NewDecoder(resp.Body).Decode(&body)
 	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK || body.Checks["raft"] != "ok" {
+	if resp.StatusCode != http.StatusOK || body.Checks["raft"] != "ok" || body.Checks["cluster_leader"] != "ok" || body.Checks["storage"] != "ok" {
 		t.Fatalf("/ready %d %v", resp.StatusCode, body.Checks)
 	}
 
@@ -104,6 +104,26 @@ func TestPartitionPathReadinessAndMetrics(t *testing.T) {
 	}
 	if v := value(ms["strata_metad_revision"][0]); v == 0 {
 		t.Fatal("revision metric is 0")
+	}
+	// The spec's cluster gauges (strata_cluster_*) from the FSM.
+	cs := series(t, m.proc.Registry)
+	for k, want := range map[string]float64{
+		"strata_cluster_has_leader{}":                                                  1,
+		"strata_cluster_is_leader{}":                                                   1,
+		"strata_cluster_brokers{}":                                                     2,
+		"strata_cluster_offline_partitions{}":                                          0,
+		"strata_cluster_under_replicated_partitions{}":                                 0,
+		"strata_cluster_partition_replicas{partition=0,topic=t}":                       2,
+		"strata_cluster_partition_in_sync_replicas{partition=0,topic=t}":               2,
+		"strata_cluster_partition_leader_epoch{partition=0,topic=t}":                   float64(p0.GetLeaderEpoch() + 1),
+		"strata_cluster_partition_leader{broker_id=" + other + ",partition=0,topic=t}": 1,
+	} {
+		if got, ok := cs[k]; !ok || got != want {
+			t.Errorf("%s = %v (present %v), want %v", k, got, ok, want)
+		}
+	}
+	if _, ok := cs["strata_cluster_partition_leader{broker_id="+leader+",partition=0,topic=t}"]; ok {
+		t.Error("the former leader still has a leader series")
 	}
 	results := map[string]float64{}
 	for _, mm := range ms["strata_metad_commands_total"] {

@@ -69,8 +69,9 @@ type Server struct {
 
 // New builds metad on env: it validates cfg, binds the Raft listener (so
 // "127.0.0.1:0" resolves to a real advertised address before anything is
-// recorded), registers the MetadataService and its policy, the "raft" ready
-// check and the strata_metad_* metrics. Raft itself starts in Start.
+// recorded), registers the MetadataService and its policy, the "raft",
+// "cluster_leader" and "storage" ready checks and the strata_metad_* and
+// strata_cluster_* metrics. Raft itself starts in Start.
 func New(env *node.RoleEnv, cfg Config) (node.Role, error) {
 	return newServer(env, cfg)
 }
@@ -138,7 +139,14 @@ func newServer(env *node.RoleEnv, cfg Config) (*Server, error) {
 	for m, roles := range Policy() {
 		env.Policy[m] = roles
 	}
-	env.Process.Health.Register("raft", s.readyCheck)
+	h := env.Process.Health
+	h.Register("raft", s.readyCheck)
+	// Spec 4.1 names. In the all-in-one the gateway registers checks with
+	// the same names after metad and replaces these (its cluster_leader
+	// probes metad over gRPC, its storage asks for a live partition server);
+	// the metad-specific "raft" check stays.
+	h.Register("cluster_leader", s.leaderCheck)
+	h.Register("storage", s.storageCheck)
 	return s, nil
 }
 
@@ -184,14 +192,17 @@ func (s *Server) Start(ctx context.Context) error {
 	// Background work must outlive the Start call's context.
 	bg, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	s.cancel = cancel
+	// One pending wake-up is enough: the controller re-reads the state.
+	wake := make(chan struct{}, 1)
 	s.wg.Add(2)
 	go func() {
 		defer s.wg.Done()
-		s.observeLeaders(bg, obsCh)
+		s.observeLeaders(bg, obsCh, wake)
 	}()
 	go func() {
 		defer s.wg.Done()
-		controller.Run(bg, &proposer{Node: n, s: s}, controller.Config{LeaseTimeout: s.cfg.NodeLeaseTimeout, TxnShards: s.cfg.TransactionCoordinatorShards}, time.Now, s.log.With("component", "controller"))
+		controller.Run(bg, &proposer{Node: n, s: s}, controller.Config{LeaseTimeout: s.cfg.NodeLeaseTimeout, TxnShards: s.cfg.TransactionCoordinatorShards, Wake: wake},
+			time.Now, s.log.With("component", "controller"))
 	}()
 	if len(s.voters) != 1 {
 		// A lone voter always leads and redirects nobody, so it need not
@@ -280,7 +291,9 @@ func (s *Server) registerSelf(ctx context.Context) {
 	})
 }
 
-func (s *Server) observeLeaders(ctx context.Context, ch <-chan raft.Observation) {
+// observeLeaders counts and logs leader changes and wakes the controller
+// (which acts only while this node leads) on each.
+func (s *Server) observeLeaders(ctx context.Context, ch <-chan raft.Observation, wake chan<- struct{}) {
 	for {
 		select {
 		case <-ctx.Done():
@@ -289,6 +302,10 @@ func (s *Server) observeLeaders(ctx context.Context, ch <-chan raft.Observation)
 			lo := o.Data.(raft.LeaderObservation)
 			s.metrics.leaderChanges.Inc()
 			s.log.Info("raft leader changed", "leader_id", string(lo.LeaderID), "leader_address", string(lo.LeaderAddr))
+			select {
+			case wake <- struct{}{}:
+			default:
+			}
 		}
 	}
 }
@@ -339,6 +356,29 @@ func (s *Server) readyCheck(context.Context) error {
 		return fmt.Errorf("fsm catching up: applied %d of %d", a, c)
 	}
 	return nil
+}
+
+// leaderCheck is the spec's cluster_leader check: it fails while no Raft
+// leader is known (during an election or after losing quorum).
+func (s *Server) leaderCheck(context.Context) error {
+	n := s.node.Load()
+	if n == nil {
+		return errors.New("raft not started")
+	}
+	if id, _ := n.Leader(); id == "" {
+		return errors.New("no metadata leader")
+	}
+	return nil
+}
+
+// storageCheck is the storage check: the Raft data directory and log store
+// answer (raftnode.CheckStorage).
+func (s *Server) storageCheck(context.Context) error {
+	n := s.node.Load()
+	if n == nil {
+		return errors.New("raft storage not open")
+	}
+	return n.CheckStorage()
 }
 
 // proposer counts the controller's commands in the metrics.

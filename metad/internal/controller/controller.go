@@ -21,6 +21,12 @@ type Config struct {
 	// Interval is how often Run plans (default LeaseTimeout/4, at least
 	// 50ms).
 	Interval time.Duration
+	// Wake, when set, makes Run plan at once instead of at the next tick.
+	// The service signals it on every Raft leader change, so a new leader
+	// fixes the cluster settings (INIT_CLUSTER, which Watch and coordinator
+	// registration wait for) and repairs partitions without waiting up to
+	// an Interval.
+	Wake <-chan struct{}
 }
 
 func (c Config) withDefaults() Config {
@@ -97,8 +103,8 @@ type Proposer interface {
 	FSM() *fsm.FSM
 }
 
-// Run plans and proposes every Interval while p is the leader, until ctx
-// ends. now is the clock (time.Now in production). Failures are logged and
+// Run plans and proposes every Interval (and on each Wake signal) while p
+// is the leader, until ctx ends. now is the clock (time.Now in production). Failures are logged and
 // retried on the next tick.
 func Run(ctx context.Context, p Proposer, cfg Config, now func() time.Time, log *slog.Logger) {
 	cfg = cfg.withDefaults()
@@ -132,6 +138,7 @@ func Run(ctx context.Context, p Proposer, cfg Config, now func() time.Time, log 
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		case <-cfg.Wake:
 		}
 	}
 }

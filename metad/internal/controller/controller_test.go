@@ -1,6 +1,8 @@
 package controller
 
 import (
+	"context"
+	"sync"
 	"testing"
 	"time"
 
@@ -93,5 +95,62 @@ func TestPlanWaitsOneLeaseBeforeExpiringAndThenReconciles(t *testing.T) {
 	}
 	if r := s.apply(cmds[0]).Response.(*fsm.ReconcileResult); r.LeaderChanges == 0 || len(r.ExpiredNodes) != 0 {
 		t.Fatalf("repair = %+v", r)
+	}
+}
+
+// fakeNode is a Proposer over a local FSM whose leadership the test flips.
+type fakeNode struct {
+	mu       sync.Mutex
+	leader   bool
+	f        *fsm.FSM
+	idx      uint64
+	proposed chan string
+}
+
+func (n *fakeNode) IsLeader() bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.leader
+}
+
+func (n *fakeNode) Barrier(context.Context) error { return nil }
+func (n *fakeNode) FSM() *fsm.FSM                 { return n.f }
+
+func (n *fakeNode) Propose(_ context.Context, p proto.Message) (*fsm.Result, error) {
+	n.mu.Lock()
+	n.idx++
+	r := n.f.ApplyCommand(n.idx, fsm.MustEncode(p))
+	n.mu.Unlock()
+	n.proposed <- string(p.ProtoReflect().Descriptor().Name())
+	return r, r.Err
+}
+
+// A node that becomes leader between ticks plans as soon as Wake fires, not
+// an Interval later.
+func TestRunPlansAtOnceWhenWoken(t *testing.T) {
+	n := &fakeNode{f: fsm.New(fsm.Options{}), proposed: make(chan string, 4)}
+	wake := make(chan struct{}, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		Run(ctx, n, Config{LeaseTimeout: time.Hour, Interval: time.Hour, Wake: wake}, time.Now, nil)
+	}()
+	defer func() {
+		cancel()
+		<-done
+	}()
+	time.Sleep(20 * time.Millisecond) // Run saw a follower and waits for the next tick
+	n.mu.Lock()
+	n.leader = true
+	n.mu.Unlock()
+	wake <- struct{}{}
+	select {
+	case got := <-n.proposed:
+		if got != "InitClusterCommand" {
+			t.Fatalf("proposed %s, want InitClusterCommand", got)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the woken controller did not plan")
 	}
 }

@@ -121,6 +121,14 @@ func TestCreateTopicRejects(t *testing.T) {
 		{"AggregateReplayWithoutEventSourcing", nil, create("t", func(r *metav1.CreateTopicRequest) {
 			r.AggregateReplay, r.Idempotent = ptr(true), ptr(true)
 		}), errcode.InvalidParameter},
+		{"AggregateReplayWithoutIdempotent", nil, create("t", func(r *metav1.CreateTopicRequest) {
+			r.AggregateReplay, r.EventSourcing = ptr(true), ptr(true)
+		}), errcode.InvalidParameter},
+		{"MinISRNegative", nil, create("t", func(r *metav1.CreateTopicRequest) { r.MinInSyncReplicas = ptr("-1") }), errcode.InvalidParameter},
+		{"PatchWhileCleanupPending", func(x *h) {
+			x.ok(create("t"))
+			x.ok(&metav1.DeleteTopicRequest{Name: "t"})
+		}, create("t", func(r *metav1.CreateTopicRequest) { r.Partitions = ptr[int32](8) }), errcode.TopicCleanupPending},
 
 		// Patches of an existing topic.
 		{"PartitionDecrease", existing(), create("t", func(r *metav1.CreateTopicRequest) { r.Partitions = ptr[int32](2) }), errcode.PartitionCountDecrease},
@@ -133,6 +141,19 @@ func TestCreateTopicRejects(t *testing.T) {
 		{"CompactPatchOnEventSourcingTopic", existing(func(r *metav1.CreateTopicRequest) { r.EventSourcing = ptr(true) }),
 			create("t", func(r *metav1.CreateTopicRequest) { r.CleanupPolicy = ptr("compact") }), errcode.InvalidTopicPolicy},
 		{"InternalFlagChange", existing(), create("t", func(r *metav1.CreateTopicRequest) { r.Internal = true }), errcode.ImmutableTopicField},
+		{"AggregateReplayChange", existing(func(r *metav1.CreateTopicRequest) { r.EventSourcing, r.Idempotent = ptr(true), ptr(true) }),
+			create("t", func(r *metav1.CreateTopicRequest) { r.AggregateReplay = ptr(true) }), errcode.ImmutableTopicField},
+		{"AggregateReplayTurnedOff", existing(func(r *metav1.CreateTopicRequest) {
+			r.EventSourcing, r.Idempotent, r.AggregateReplay = ptr(true), ptr(true), ptr(true)
+		}), create("t", func(r *metav1.CreateTopicRequest) { r.AggregateReplay = ptr(false) }), errcode.ImmutableTopicField},
+		{"IdempotentTurnedOff", existing(func(r *metav1.CreateTopicRequest) { r.Idempotent = ptr(true) }),
+			create("t", func(r *metav1.CreateTopicRequest) { r.Idempotent = ptr(false) }), errcode.ImmutableTopicField},
+		{"InvalidPolicyInPatch", existing(), create("t", func(r *metav1.CreateTopicRequest) { r.CleanupPolicy = ptr("forever") }), errcode.InvalidTopicPolicy},
+		{"NegativeRetentionInPatch", existing(), create("t", func(r *metav1.CreateTopicRequest) { r.RetentionHours = ptr[int64](-1) }), errcode.InvalidParameter},
+		{"CompactPatchWithoutLifecycleV2", func(x *h) {
+			x.ok(create("t"))
+			x.register(pnode("p4", 1, 1))
+		}, create("t", func(r *metav1.CreateTopicRequest) { r.CleanupPolicy = ptr("compact") }), errcode.UnsupportedTopicPolicy},
 		{"MinISRPatchAboveReplicationFactor", existing(), create("t", func(r *metav1.CreateTopicRequest) { r.MinInSyncReplicas = ptr("9") }), errcode.InvalidParameter},
 		{"RecreateWhileCleanupPending", func(x *h) {
 			x.ok(create("t"))

@@ -567,3 +567,31 @@ func TestControllerMovesLeadershipOffAnExpiredNode(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// CheckStorage passes on a running node and fails when the format marker is
+// changed under it or the node is shut down (its stores closed).
+func TestCheckStorageReportsBrokenStorage(t *testing.T) {
+	c := newCluster(t, 1, nil)
+	n := c.leader(5 * time.Second)
+	setupCluster(t, n)
+	if err := n.CheckStorage(); err != nil {
+		t.Fatalf("healthy node: %v", err)
+	}
+	marker := filepath.Join(c.dirs["m1"], MarkerFile)
+	if err := os.WriteFile(marker, []byte("8\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.CheckStorage(); err == nil {
+		t.Fatal("a changed marker passed the storage check")
+	}
+	if err := os.WriteFile(marker, []byte("9\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.CheckStorage(); err != nil {
+		t.Fatalf("restored marker: %v", err)
+	}
+	c.stop("m1")
+	if err := n.CheckStorage(); err == nil {
+		t.Fatal("a shut-down node passed the storage check")
+	}
+}
