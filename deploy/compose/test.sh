@@ -144,6 +144,14 @@ out=$(cli group status ct-g --addr "$GW2") || die "group status"
 grep -q 'group ct-g topic ct' <<<"$out" || die "group status: $out"
 log "smoke ok: create, produce, group consume + commit, group status, RF error"
 
+# --- the shared scenario suite (strata/e2e) through both gateways ------------
+# The same test body the all-in-one and the process cluster run.
+log "scenario suite through $GW1,$GW2"
+STRATA_E2E_GATEWAYS="$GW1,$GW2" timeout 240 go test -count=1 -timeout 200s -run '^TestScenarioExternal$' \
+  github.com/strataio/strata/strata/e2e >"$WORK/scenario.log" 2>&1 || { cat "$WORK/scenario.log"; die "scenario suite failed"; }
+grep -q '^ok' "$WORK/scenario.log" || { cat "$WORK/scenario.log"; die "scenario suite did not run"; }
+log "scenario suite ok"
+
 # --- one trace across roles ---------------------------------------------------
 # The stack runs with OTEL_TRACES_EXPORTER=console: every node prints its
 # spans as JSON lines on stderr, which `docker logs` returns. A span line

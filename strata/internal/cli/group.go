@@ -6,11 +6,19 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"text/tabwriter"
+
+	"github.com/strataio/strata/libs/client"
 )
 
 const groupUsage = `usage:
   strata group status GROUP [--json]
+  strata group describe GROUP
   strata group list
+
+describe adds, per partition of the group's topic, the committed offset
+(CURRENT-OFFSET), the high watermark (LOG-END-OFFSET), LAG = max(HWM -
+committed, 0), the owning member, and TOTAL-LAG.
 `
 
 func runGroup(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -24,7 +32,7 @@ func runGroup(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	asJSON := fs.Bool("json", false, "print the GROUP_STATUS JSON (status)")
 	want := 0
 	switch sub {
-	case "status":
+	case "status", "describe":
 		want = 1
 	case "list":
 	case "-h", "--help", "help":
@@ -73,10 +81,56 @@ func runGroup(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	fmt.Fprintf(stdout, "group %s topic %s state %s generation %d members %d partitions %d last_rebalance %s\n",
 		st.GroupName, st.TopicName, st.State, st.Generation, st.MemberCount, st.PartitionCount, strings.Trim(string(st.LastRebalance), `"`))
-	fmt.Fprintf(stdout, "%-32s %-32s %s\n", "MEMBER", "LAST_HEARTBEAT", "ASSIGNMENTS")
+	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "MEMBER\tLAST_HEARTBEAT\tASSIGNMENTS")
 	for _, m := range st.Members {
-		fmt.Fprintf(stdout, "%-32s %-32s %v\n", m.MemberID, strings.Trim(string(m.LastHeartbeat), `"`), m.Assignments)
+		fmt.Fprintf(tw, "%s\t%s\t%v\n", m.MemberID, strings.Trim(string(m.LastHeartbeat), `"`), m.Assignments)
 	}
+	_ = tw.Flush()
+	if sub == "describe" {
+		return describeOffsets(ctx, c, st, stdout, stderr)
+	}
+	return exitOK
+}
+
+// describeOffsets prints the per-partition offsets and lag table of a group,
+// as Kafka's and rpk's group describe do.
+func describeOffsets(ctx context.Context, c *client.Client, st *client.GroupStatus, stdout, stderr io.Writer) int {
+	if st.TopicName == "" {
+		return exitOK
+	}
+	offs, err := c.ListOffsets(ctx, st.TopicName, -1)
+	if err != nil {
+		return fail(stderr, "group describe", err)
+	}
+	owner := map[int32]string{}
+	for _, m := range st.Members {
+		for _, p := range m.Assignments {
+			owner[p] = m.MemberID
+		}
+	}
+	fmt.Fprintln(stdout)
+	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "TOPIC\tPARTITION\tCURRENT-OFFSET\tLOG-END-OFFSET\tLAG\tMEMBER")
+	var total uint64
+	for _, o := range offs {
+		committed, err := c.FetchOffset(ctx, st.TopicName, o.Partition, st.GroupName)
+		if err != nil {
+			return fail(stderr, "group describe", err)
+		}
+		var lag uint64
+		if o.HWM > committed {
+			lag = o.HWM - committed
+		}
+		total += lag
+		member := owner[o.Partition]
+		if member == "" {
+			member = "-"
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%s\n", st.TopicName, o.Partition, committed, o.HWM, lag, member)
+	}
+	_ = tw.Flush()
+	fmt.Fprintf(stdout, "TOTAL-LAG %d\n", total)
 	return exitOK
 }
 
