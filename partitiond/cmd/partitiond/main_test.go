@@ -127,6 +127,7 @@ func TestKill9KeepsAcknowledgedAppends(t *testing.T) {
 	}
 
 	acked := map[uint64][]byte{} // offset → record payload
+	sent := map[string]bool{}    // every payload sent, acknowledged or not
 	var mu sync.Mutex
 	seq := 0
 	for round := 0; round < 3; round++ {
@@ -143,6 +144,7 @@ func TestKill9KeepsAcknowledgedAppends(t *testing.T) {
 					mu.Lock()
 					seq++
 					payload := []byte(fmt.Sprintf("round-%d-rec-%06d-%s", round, seq, bytes.Repeat([]byte{'x'}, seq%300)))
+					sent[string(payload)] = true
 					mu.Unlock()
 					r := wire.Record{Topic: "crash", Payload: payload}
 					b, _ := r.AppendTo(nil)
@@ -209,6 +211,15 @@ func TestKill9KeepsAcknowledgedAppends(t *testing.T) {
 			break
 		}
 		from = resp.GetNextOffset()
+	}
+	// Unacknowledged appends may or may not be there, but only whole and
+	// as sent: every stored record is one the clients sent, once.
+	seen := map[string]bool{}
+	for off, p := range got {
+		if !sent[string(p)] || seen[string(p)] {
+			t.Fatalf("offset %d holds a record that was not sent, or a second copy: %q", off, p)
+		}
+		seen[string(p)] = true
 	}
 	for off, p := range acked {
 		if off >= uint64(len(got)) {

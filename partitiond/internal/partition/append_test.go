@@ -74,6 +74,24 @@ func TestIdempotenceRules(t *testing.T) {
 			{pid: "a", base: 1, last: 3, n: 2, want: "err", code: errcode.InvalidParameter}}},
 		{"LastSequenceZeroMeansBasePlusCount", []idem{
 			{pid: "a", base: 1, last: 0, n: 3}, {pid: "a", base: 4, last: 4, n: 1}}},
+		// Rule 1: the identity is the whole (producer, epoch, sequence
+		// range); a retry covering only part of a stored batch is not that
+		// batch and must not be stored again.
+		{"PartialRetryIsDuplicateSequence", []idem{
+			{pid: "a", base: 1, last: 2, n: 2}, {pid: "a", base: 3, last: 4, n: 2},
+			{pid: "a", base: 3, last: 3, n: 1, want: "err", code: errcode.DuplicateSequence}}},
+		{"RetrySpanningStoredAndNewIsRejected", []idem{
+			{pid: "a", base: 1, last: 2, n: 2}, {pid: "a", base: 2, last: 3, n: 2, want: "err", code: errcode.OutOfOrderSequence}}},
+		{"SameSequenceOtherProducerIsNew", []idem{
+			{pid: "a", epoch: 1, base: 1, last: 1, n: 1}, {pid: "b", epoch: 1, base: 1, last: 1, n: 1},
+			{pid: "b", epoch: 1, base: 1, last: 1, n: 1, want: "dup", dupOf: 1}}},
+		// Rule 4: sequence 0 bypasses dedup without touching the session.
+		{"SeqZeroInsideASessionLeavesItAlone", []idem{
+			{pid: "a", epoch: 1, base: 1, last: 2, n: 2}, {pid: "a", epoch: 1, base: 0, n: 1}, {pid: "a", epoch: 1, base: 0, n: 1},
+			{pid: "a", epoch: 1, base: 1, last: 2, n: 2, want: "dup", dupOf: 0}, {pid: "a", epoch: 1, base: 3, last: 3, n: 1}}},
+		{"SeqZeroUnderAStaleEpochIsNotChecked", []idem{
+			{pid: "a", epoch: 5, base: 1, last: 1, n: 1}, {pid: "a", epoch: 1, base: 0, n: 1}}},
+		{"MissingProducerID", []idem{{pid: "", base: 1, last: 1, n: 1, want: "err", code: errcode.MissingParameter}}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -124,6 +124,15 @@ func (p *Partition) maintain(ctx context.Context) PartitionReport {
 			total -= s.Size
 		}
 		if del > 0 {
+			// The deleted segments may hold the only copy of producer
+			// batches newer than the last durable checkpoint (the periodic
+			// one is not synced). Without a synced checkpoint first, a crash
+			// after the deletion would rebuild an older sequence, and a
+			// retry of a removed batch would be stored again (spec 4.6
+			// rule 5: durable checkpoints keep the last sequence).
+			if _, err := p.checkpointProducers(true); err != nil {
+				return fail(err)
+			}
 			d, err := p.log.DeleteOldest(del)
 			rep.DeletedSegments = d
 			if err != nil {
