@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -147,7 +148,7 @@ func TestReadyChecksAndMetrics(t *testing.T) {
 	})
 	self, ok := c.metad.Node("p1")
 	if !ok || self.GetRole() != metav1.NodeRole_NODE_ROLE_PARTITIOND || self.GetRpcAddress() != c.env.AdvertiseRPC ||
-		self.GetClientAddress() != "" || len(self.GetLifecycleVersions()) != 1 || self.GetLifecycleVersions()[0] != 1 || self.GetIncarnation() == 0 {
+		self.GetClientAddress() != "" || !slices.Equal(self.GetLifecycleVersions(), []uint32{1, 2}) || self.GetIncarnation() == 0 {
 		t.Fatalf("registration %v", self)
 	}
 	n, err := testutil.GatherAndCount(c.proc.Registry, "strata_partition_log_end_offset", "strata_storage_handlers")

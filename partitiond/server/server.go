@@ -32,8 +32,9 @@ import (
 )
 
 // LifecycleVersions are the topic lifecycle protocol versions this node
-// implements (spec 9): 1 is TRUNCATE under a new lifecycle epoch.
-var LifecycleVersions = []uint32{1}
+// implements (spec 9): 1 is TRUNCATE under a new lifecycle epoch, 2 the
+// compaction policies (compact, delete,compact; spec 4.4 rules 4 and 6).
+var LifecycleVersions = []uint32{1, 2}
 
 // Health check names. They carry the role prefix because the all-in-one
 // process shares one check registry between roles.

@@ -42,12 +42,13 @@ func TestBlackboxTopicAdmin(t *testing.T) {
 			{cmd: "CREATE topic=adm partitioner=round_robin auth_policy=acl read_acl=alice,bob write_acl=*", prefix: "OK", fields: map[string]string{
 				"partitioner": "round_robin", "auth_policy": "acl", "read_acl": "alice,bob", "write_acl": "*", "revision": "4"}},
 			{cmd: "CREATE topic=adm partitioner=hash_key auth_policy=open", prefix: "OK", fields: map[string]string{"revision": "5", "read_acl": "alice,bob"}},
-			// Compaction is not built: partitiond does not advertise topic
-			// lifecycle protocol 2, so compacted policies are refused with the
-			// spec's unsupported_topic_policy and nothing changes.
-			{cmd: "CREATE topic=adm cleanup_policy=compact", err: verr("unsupported_topic_policy", cValidation, false)},
-			{cmd: "CREATE topic=adm cleanup_policy=delete,compact", err: verr("unsupported_topic_policy", cValidation, false)},
-			{cmd: "CREATE topic=adm", prefix: "OK", fields: map[string]string{"revision": "5", "cleanup_policy": "delete"}},
+			// partitiond advertises topic lifecycle protocol 2, so compacted
+			// policies are accepted for application topics (spec 4.4 rule 4);
+			// an omitted policy keeps the current one.
+			{cmd: "CREATE topic=adm cleanup_policy=compact", prefix: "OK", fields: map[string]string{"revision": "6", "cleanup_policy": "compact"}},
+			{cmd: "CREATE topic=adm cleanup_policy=delete,compact", prefix: "OK", fields: map[string]string{"revision": "7", "cleanup_policy": "delete,compact"}},
+			{cmd: "CREATE topic=adm", prefix: "OK", fields: map[string]string{"revision": "7", "cleanup_policy": "delete,compact"}},
+			{cmd: "CREATE topic=adm cleanup_policy=delete", prefix: "OK", fields: map[string]string{"revision": "8", "cleanup_policy": "delete"}},
 			{cmd: "CREATE topic=adm.v2_x-y=z partitions=1", prefix: "OK", fields: map[string]string{"topic": "adm.v2_x-y=z", "revision": "1"}},
 			{cmd: "CREATE topic=" + strings.Repeat("n", 249) + " partitions=1", prefix: "OK", fields: map[string]string{"revision": "1"}},
 			// Errors.
