@@ -18,7 +18,7 @@ func (g *Role) handle(ctx context.Context, c *conn, cmd wire.Command, h wire.Hea
 	}
 	if r.Has("transactional_id") || r.Has("transaction_state") || r.Has("transaction_marker") {
 		if cmd == wire.CmdPublish {
-			return nil, errcode.TransactionMetadataForbidden.New("transaction metadata fields are internal to PUBLISH", "command", "PUBLISH")
+			return nil, g.publishFailed(r, nil, errcode.TransactionMetadataForbidden.New("transaction metadata fields are internal to PUBLISH", "command", "PUBLISH"))
 		}
 	}
 	out := c.out[:0]
@@ -46,7 +46,8 @@ func (g *Role) handle(ctx context.Context, c *conn, cmd wire.Command, h wire.Hea
 	case wire.CmdElectLeader:
 		return g.cmdElectLeader(ctx, out, r)
 	case wire.CmdPublish:
-		return g.cmdPublish(ctx, c, out, r, batch)
+		reply, err := g.cmdPublish(ctx, c, out, r, batch)
+		return reply, g.publishFailed(r, batch, err)
 	case wire.CmdConsume:
 		return g.cmdConsume(ctx, out, r)
 	case wire.CmdStream:

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"strconv"
 	"sync"
 	"time"
@@ -130,6 +131,38 @@ func (g *Role) cmdPublish(ctx context.Context, c *conn, out []byte, r *wire.Requ
 	in := publishInput{topic: topic, acks: acks, records: buf, count: 1, bytes: len(msg), producerID: producer,
 		epoch: epoch, seqStart: seq, seqEnd: seq, idempotent: idem}
 	return g.publish(ctx, out, t, part, &in)
+}
+
+// publishFailed turns the failure of an acks=0 PUBLISH (text field or batch
+// header) into errNoReply: such a request gets no response frame at all,
+// even when it fails validation (spec 4.6, docs/gateway.md), so the failure
+// is only counted and logged. The acks value is looked at only on this
+// error path; a request whose acks value is itself invalid is answered.
+func (g *Role) publishFailed(r *wire.Request, batch []byte, err error) error {
+	if err == nil || errors.Is(err, errNoReply) {
+		return err
+	}
+	var acks string
+	if batch != nil {
+		v, perr := wire.ParseBatch(batch)
+		if perr != nil {
+			return err
+		}
+		acks = string(v.Acks())
+	} else {
+		acks = r.Value("acks")
+		if acks == "" {
+			return err
+		}
+	}
+	if a, aerr := parseAcks(acks); aerr != nil || a != acksNone {
+		return err
+	}
+	if errcode.CodeOf(err) != errcode.IdempotenceRequiresAcksAll.Name() { // counted where it is raised
+		g.m.acks.WithLabelValues(acksNone.label(), "rejected").Inc()
+	}
+	g.log.Debug("acks=0 publish rejected", "topic", r.Value("topic"), "err", err)
+	return errNoReply
 }
 
 func (g *Role) publishBatch(ctx context.Context, out []byte, batch []byte) ([]byte, error) {

@@ -64,6 +64,8 @@ type Role struct {
 	ringCache atomic.Pointer[coordRing]
 
 	leaderProbe probeCache
+
+	stopPprof func() // ends the optional profiling listener (pprof.go)
 }
 
 // coordRing is the coordinatord ring of one metadata revision.
@@ -131,6 +133,12 @@ func (g *Role) Start(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("gateway: bind client listener %s: %w", g.cfg.ClientListen, err)
 	}
+	stopPprof, err := startPprof()
+	if err != nil {
+		lis.Close()
+		return err
+	}
+	g.stopPprof = stopPprof
 	g.lis = lis
 	g.clientAddr.Store(g.advertiseAddr())
 	g.ctx, g.cancel = context.WithCancel(context.Background())
@@ -187,6 +195,9 @@ func (g *Role) Stop(ctx context.Context) error {
 	g.cancel()
 	if g.lis != nil {
 		g.lis.Close()
+	}
+	if g.stopPprof != nil {
+		g.stopPprof()
 	}
 	g.connMu.Lock()
 	for c := range g.conns {

@@ -260,6 +260,7 @@ func (g *Role) cmdTruncate(ctx context.Context, out []byte, r *wire.Request) ([]
 		t, ok := v.Topic(name)
 		return ok && t.GetConfig().GetRevision() >= newRev
 	})
+	g.waitTruncated(ctx, name, len(resp.GetTopic().GetPartitions()), c.GetLifecycleEpoch())
 	out = wire.AppendOKField(wire.AppendOK(out), "topic", name)
 	out = wire.AppendOKBool(out, "truncated", true)
 	out = wire.AppendOKUint(out, "revision", newRev)
@@ -270,6 +271,42 @@ func (g *Role) cmdTruncate(ctx context.Context, out []byte, r *wire.Request) ([]
 		out = wire.AppendOKBool(out, "cleanup_pending", true)
 	}
 	return out, nil
+}
+
+// waitTruncated waits briefly until every partition leader serves the
+// topic's new lifecycle epoch, so that "leo=0 hwm=0" in the TRUNCATE answer
+// holds for the client's next LIST_OFFSETS or CONSUME: partition servers
+// apply a truncate asynchronously from metad's watch. A fetch at the new
+// epoch answers lifecycle_epoch_pending (or another reroutable error) until
+// the leader replaced its log. Like waitTopic it gives up after a few
+// seconds and answers anyway: the truncate is committed in metad, and reads
+// stay fenced by the lifecycle epoch.
+func (g *Role) waitTruncated(ctx context.Context, name string, parts int, epoch uint64) {
+	wctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	for id := int32(0); int(id) < parts; id++ {
+		for wctx.Err() == nil {
+			changed := g.meta.Cache().Changed()
+			_, leader, err := g.partitionLeader(wctx, name, id)
+			if err == nil {
+				var pc partitionv1.PartitionServiceClient
+				if pc, err = g.partitionClient(leader); err == nil {
+					_, err = pc.Fetch(wctx, &partitionv1.FetchRequest{Topic: name, Partition: id, Offset: 0,
+						MaxRecords: 1, LifecycleEpoch: epoch})
+				}
+			}
+			if err == nil || !reroutable(err) {
+				break
+			}
+			t := time.NewTimer(10 * time.Millisecond)
+			select {
+			case <-wctx.Done():
+			case <-changed:
+			case <-t.C:
+			}
+			t.Stop()
+		}
+	}
 }
 
 // clientTopics lists the visible application topics (internal topics are
@@ -448,6 +485,11 @@ func (g *Role) offsets(ctx context.Context, t *metav1.Topic, parts []int32) (map
 			if err == nil {
 				for _, o := range resp.GetPartitions() {
 					out[o.GetPartition()] = o
+					// A per-partition NOT_LEADER or lifecycle_epoch_pending
+					// (truncate not applied yet) is worth a retry too.
+					if e := o.GetError(); e != nil && firstErr == nil && reroutable(errcode.FromProto(e)) {
+						firstErr = errcode.FromProto(e)
+					}
 				}
 				continue
 			}

@@ -11,6 +11,7 @@ import (
 	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/experimental"
 	"google.golang.org/grpc/keepalive"
 
 	"github.com/strataio/strata/libs/errcode"
@@ -41,7 +42,13 @@ func Dial(target string, o ClientOptions) (*grpc.ClientConn, error) {
 		grpc.WithStatsHandler(otelgrpc.NewClientHandler(o.Telemetry.options()...)),
 		grpc.WithChainUnaryInterceptor(typedUnary),
 		grpc.WithChainStreamInterceptor(typedStream),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(MaxMessageSize), grpc.MaxCallSendMsgSize(MaxMessageSize)),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(MaxMessageSize), grpc.MaxCallSendMsgSize(MaxMessageSize), grpc.ForceCodecV2(codec{})),
+		grpc.WithInitialWindowSize(StreamWindow),
+		grpc.WithInitialConnWindowSize(ConnWindow),
+		grpc.WithWriteBufferSize(WriteBufferSize),
+		grpc.WithReadBufferSize(ReadBufferSize),
+		grpc.WithSharedWriteBuffer(true),
+		experimental.WithBufferPool(transportPool),
 		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 20 * time.Second, Timeout: 10 * time.Second, PermitWithoutStream: true}),
 	)
 }

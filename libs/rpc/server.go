@@ -16,6 +16,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/experimental"
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/peer"
 
@@ -26,6 +27,23 @@ import (
 // MaxMessageSize bounds every internal gRPC message: a Wire v2 payload may be
 // up to 267,108,864 bytes (spec section 8) plus framing.
 const MaxMessageSize = 272 << 20
+
+// Transport sizes for every internal connection (server and client side).
+// Strata's data path sends megabyte batches over one long-lived stream per
+// peer (the gateway's produce mux, fetches), so the defaults (64 KiB windows
+// grown by BDP probing, 32 KiB buffers flushed per HTTP/2 frame) stall the
+// stream on flow control and pay a write syscall per 32 KiB. Static windows
+// let a few batches be in flight per stream while still bounding what a
+// peer may make us buffer (StreamWindow per stream, ConnWindow per
+// connection); larger buffers cut syscalls, and the shared write buffer
+// gives an idle connection's buffer back between flushes so many quiet
+// connections do not pin memory.
+const (
+	StreamWindow    = 8 << 20
+	ConnWindow      = 16 << 20
+	WriteBufferSize = 256 << 10
+	ReadBufferSize  = 256 << 10
+)
 
 // Policy maps a full gRPC method name ("/pkg.Service/Method") to the peer
 // roles allowed to call it. Methods absent from the policy are denied: every
@@ -95,6 +113,13 @@ func NewServer(o ServerOptions) (*grpc.Server, error) {
 		grpc.ChainStreamInterceptor(in.stream),
 		grpc.MaxRecvMsgSize(MaxMessageSize),
 		grpc.MaxSendMsgSize(MaxMessageSize),
+		grpc.InitialWindowSize(StreamWindow),
+		grpc.InitialConnWindowSize(ConnWindow),
+		grpc.WriteBufferSize(WriteBufferSize),
+		grpc.ReadBufferSize(ReadBufferSize),
+		grpc.SharedWriteBuffer(true),
+		experimental.BufferPool(transportPool),
+		grpc.ForceServerCodecV2(codec{}),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
 	), nil
 }

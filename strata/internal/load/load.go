@@ -202,7 +202,10 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		if _, err := clients[0].CreateTopic(ctx, client.TopicConfig{Name: cfg.Topic, Partitions: cfg.Partitions}); err != nil {
 			return nil, err
 		}
-		if md, err = clients[0].Metadata(ctx, cfg.Topic); err != nil {
+		if err := retrySetup(ctx, func() (err error) {
+			md, err = clients[0].Metadata(ctx, cfg.Topic)
+			return err
+		}); err != nil {
 			return nil, err
 		}
 	}
@@ -230,7 +233,11 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		// e2e reads only what this run produces: start at the current end.
 		starts := make([]uint64, cfg.Partitions)
 		if cfg.Mode == ModeE2E {
-			los, err := clients[0].ListOffsets(ctx, cfg.Topic, -1)
+			var los []client.PartitionOffsets
+			err := retrySetup(ctx, func() (err error) {
+				los, err = clients[0].ListOffsets(ctx, cfg.Topic, -1)
+				return err
+			})
 			if err != nil {
 				return nil, err
 			}
@@ -298,6 +305,24 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		res.EndToEnd = &l
 	}
 	return res, nil
+}
+
+// retrySetup retries a setup call while it fails with a retryable error (a
+// new topic's partitions are still opening: leader_not_found), for up to
+// 15 s.
+func retrySetup(ctx context.Context, fn func() error) error {
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		err := fn()
+		if err == nil || !errcode.IsRetryable(err) || time.Now().After(deadline) {
+			return err
+		}
+		select {
+		case <-time.After(50 * time.Millisecond):
+		case <-ctx.Done():
+			return err
+		}
+	}
 }
 
 // limiter spaces batches so the total record rate stays at rate.
@@ -422,6 +447,13 @@ func consumeLoop(ctx context.Context, c *client.Client, cfg Config, parts []int3
 	}
 	idle := 0
 	for i := 0; ctx.Err() == nil; i++ {
+		// Another worker may have reached the count while this one's
+		// partitions were drained: stop instead of long-polling empty
+		// partitions until the duration ends (which made the consume
+		// figures measure the idle polling, not the reads).
+		if want > 0 && consumed.Load() >= want {
+			return
+		}
 		p := parts[i%len(parts)]
 		start := time.Now()
 		b, err := c.Consume(ctx, client.ConsumeRequest{Topic: cfg.Topic, Partition: p, Offset: pos[p], Group: cfg.Group,
