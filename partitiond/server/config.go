@@ -49,6 +49,11 @@ type Config struct {
 	// ReconcileRetry is the delay before a failed assignment step (create,
 	// truncate, delete, cleanup report) is tried again.
 	ReconcileRetry time.Duration `yaml:"reconcile_retry" help:"retry delay of failed assignment reconciliation steps"`
+	// ViewCatchUp bounds how long a request for a topic this node's metad
+	// view does not list (yet) waits for the view before answering
+	// topic_not_found: callers route by their own view, which may be a few
+	// milliseconds ahead (a topic created a moment ago). 0 answers at once.
+	ViewCatchUp time.Duration `yaml:"view_catch_up" help:"longest wait for the metadata view to list a requested topic before topic_not_found"`
 
 	SyncParallel    int  `yaml:"sync_parallel" help:"concurrent fdatasyncs of one group commit"`
 	ReaderCacheSize int  `yaml:"reader_cache_size" help:"open segment readers kept by the node"`
@@ -80,6 +85,7 @@ func DefaultConfig() Config {
 		MaxInFlightPerStream:   1024,
 		HwmCheckpointInterval:  2 * time.Second,
 		ReconcileRetry:         time.Second,
+		ViewCatchUp:            500 * time.Millisecond,
 		SyncParallel:           8,
 		ReaderCacheSize:        256,
 	}
@@ -112,6 +118,8 @@ func (c *Config) validate() error {
 		return bad("hwm_checkpoint_interval", "must be positive")
 	case c.ReconcileRetry <= 0:
 		return bad("reconcile_retry", "must be positive")
+	case c.ViewCatchUp < 0:
+		return bad("view_catch_up", "must not be negative")
 	}
 	switch c.DefaultCleanupPolicy {
 	case partition.PolicyDelete, partition.PolicyCompact, partition.PolicyDeleteCompact:

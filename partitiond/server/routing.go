@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"strconv"
 
 	"github.com/strataio/strata/libs/errcode"
@@ -27,12 +28,35 @@ func (rt *route) minISR(def int) int {
 	return def
 }
 
+// activeTopic reports whether the view lists topic as ACTIVE.
+func activeTopic(v *metaclient.View, topic string) bool {
+	t, ok := v.Topic(topic)
+	return ok && t.GetConfig().GetState() != metav1.TopicState_TOPIC_STATE_DELETING
+}
+
+// view returns metad's view for a request on topic. When the view does not
+// list the topic as ACTIVE it waits, at most cfg.ViewCatchUp, for a view
+// that does: the caller routed by its own view, which can be ahead of this
+// node's (a topic created, or deleted and created again, a moment ago), and
+// topic_not_found is final for clients.
+func (r *Role) view(ctx context.Context, topic string) *metaclient.View {
+	v := r.meta.Cache().View()
+	if !v.Ready() || activeTopic(v, topic) || r.cfg.ViewCatchUp <= 0 {
+		return v
+	}
+	wctx, cancel := context.WithTimeout(ctx, r.cfg.ViewCatchUp)
+	defer cancel()
+	v, _ = r.meta.Cache().WaitFor(wctx, func(v *metaclient.View) bool { return activeTopic(v, topic) })
+	return v
+}
+
 // lead resolves a request for topic/partition: the topic must exist and be
-// ACTIVE in metad's view (topic_not_found otherwise, also while DELETING),
-// the partition must exist (partition_not_found), this node must lead it
-// (NOT_LEADER with the leader's RPC address, leader_not_found when the
-// partition is offline) and host it locally.
-func (r *Role) lead(topic string, id int32) (*route, error) {
+// ACTIVE in metad's view (topic_not_found otherwise, also while DELETING,
+// after waiting briefly for the view to catch up), the partition must exist
+// (partition_not_found), this node must lead it (NOT_LEADER with the
+// leader's RPC address, leader_not_found when the partition is offline) and
+// host it locally.
+func (r *Role) lead(ctx context.Context, topic string, id int32) (*route, error) {
 	if topic == "" {
 		return nil, errcode.MissingTopic.New("topic is required", "param", "topic")
 	}
@@ -43,7 +67,7 @@ func (r *Role) lead(topic string, id int32) (*route, error) {
 	if err != nil {
 		return nil, err
 	}
-	v := r.meta.Cache().View()
+	v := r.view(ctx, topic)
 	if !v.Ready() {
 		return nil, errcode.ClusterMetadataUnavailable.New("metadata cache not synced with metad yet")
 	}

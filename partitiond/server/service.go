@@ -37,7 +37,7 @@ func endSpan(span trace.Span, err error) {
 // startAppend routes and writes one append; the returned pending append's
 // Wait is the acknowledgement point for acks 1 and all.
 func (s *service) startAppend(ctx context.Context, req *partitionv1.AppendRequest) (*partition.PendingAppend, error) {
-	rt, err := s.r.lead(req.GetTopic(), req.GetPartition())
+	rt, err := s.r.lead(ctx, req.GetTopic(), req.GetPartition())
 	if err != nil {
 		return nil, err
 	}
@@ -216,7 +216,7 @@ func (s *service) Fetch(ctx context.Context, req *partitionv1.FetchRequest) (_ *
 	}
 	wait := min(time.Duration(req.GetWaitMs())*time.Millisecond, cfg.FetchMaxWait)
 
-	rt, err := s.r.lead(req.GetTopic(), req.GetPartition())
+	rt, err := s.r.lead(ctx, req.GetTopic(), req.GetPartition())
 	if err != nil {
 		return nil, err
 	}
@@ -248,7 +248,7 @@ func (s *service) ListOffsets(ctx context.Context, req *partitionv1.ListOffsetsR
 	if _, err := s.r.storage(); err != nil {
 		return nil, err
 	}
-	v := s.r.meta.Cache().View()
+	v := s.r.view(ctx, req.GetTopic())
 	if !v.Ready() {
 		return nil, errcode.ClusterMetadataUnavailable.New("metadata cache not synced with metad yet")
 	}
@@ -267,10 +267,19 @@ func (s *service) ListOffsets(ctx context.Context, req *partitionv1.ListOffsetsR
 	resp := &partitionv1.ListOffsetsResponse{}
 	for _, id := range ids {
 		po := &partitionv1.PartitionOffsets{Partition: id}
-		rt, err := s.r.lead(req.GetTopic(), id)
+		rt, err := s.r.lead(ctx, req.GetTopic(), id)
 		var o partition.Offsets
 		if err == nil {
-			o, err = rt.part.ListOffsets()
+			if want, have := rt.topic.GetConfig().GetLifecycleEpoch(), rt.part.LifecycleEpoch(); want > have {
+				// metad truncated the topic and reconciliation has not
+				// applied it yet: the local offsets are the old
+				// incarnation's, so answer retryably rather than with them.
+				s.r.rec.poke()
+				err = errcode.LifecycleEpochPending.New("this node has not applied the topic's lifecycle epoch yet",
+					"topic", req.GetTopic(), "partition", itoa(id), "current", strconv.FormatUint(have, 10), "want", strconv.FormatUint(want, 10))
+			} else {
+				o, err = rt.part.ListOffsets()
+			}
 		}
 		if err != nil {
 			po.Error = errcode.ToProto(errcode.From(err))

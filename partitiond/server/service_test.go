@@ -436,3 +436,30 @@ func TestStopEndsLongPoll(t *testing.T) {
 		t.Fatal("long poll still open after stop")
 	}
 }
+
+// A request for a topic this node's view does not list yet waits briefly
+// for the view (the caller routed by a newer one) instead of answering the
+// final topic_not_found; with view_catch_up 0 it answers at once.
+func TestUnknownTopicWaitsForView(t *testing.T) {
+	c := startCluster(t, nil, nil, "", func(cfg *Config) { cfg.ViewCatchUp = 5 * time.Second })
+	go func() {
+		time.Sleep(200 * time.Millisecond)
+		c.metad.PutTopic(metadtest.NewTopic("late", 1, 1, "p1", "p1"))
+	}()
+	start := time.Now()
+	_, err := c.client.ListOffsets(ctx(t), &partitionv1.ListOffsetsRequest{Topic: "late"})
+	if err != nil {
+		t.Fatalf("list offsets of a topic the view lists %v later: %v", time.Since(start), err)
+	}
+	if time.Since(start) > 4*time.Second {
+		t.Fatalf("waited %v, want the wait to end when the view lists the topic", time.Since(start))
+	}
+
+	c2 := startCluster(t, nil, nil, "", func(cfg *Config) { cfg.ViewCatchUp = 0 })
+	start = time.Now()
+	_, err = c2.client.Fetch(ctx(t), &partitionv1.FetchRequest{Topic: "missing", Partition: 0})
+	wantCode(t, err, errcode.TopicNotFound)
+	if time.Since(start) > time.Second {
+		t.Fatalf("view_catch_up 0 waited %v", time.Since(start))
+	}
+}

@@ -668,8 +668,10 @@ func TestBlackboxConsumeAndStream(t *testing.T) {
 // Reproduction: negotiate; send "PUBLISH topic=nope producerId=p acks=0
 // message=x" (request id 1), then "LIST" (id 2); the first frame read answers
 // request 1 with topic_not_found.
+//
+// Fixed (regression test): a failed acks=0 PUBLISH is only counted
+// (strata_gateway acks metric, result "rejected") and logged.
 func TestBlackboxBugAcksZeroFailureAnswered(t *testing.T) {
-	bbSkipBug(t, "an acks=0 PUBLISH that fails validation (topic_not_found) is answered with an ERROR frame; spec 4.6: no response frame for acks=0")
 	srv := bbStart(t)
 	raw := bbNegotiate(t, srv.ClientAddr(), wire.CompressionNone)
 	raw.sendText("PUBLISH topic=nope producerId=p acks=0 message=x")

@@ -322,8 +322,9 @@ func applyAlterTopicConfig(tx *txn, req *metav1.AlterTopicConfigRequest) (*metav
 	return &metav1.AlterTopicConfigResponse{Topic: nt}, nil
 }
 
-// applyDeleteTopic marks the topic DELETING until every replica node reported
-// its cleanup (REPORT_CLEANUP); the name cannot be recreated meanwhile. The
+// applyDeleteTopic marks the topic DELETING, under a new lifecycle epoch,
+// until every replica node reported its cleanup (REPORT_CLEANUP) for that
+// epoch; the name cannot be recreated meanwhile. The
 // active-members / open-transaction guard (topic_delete_blocked) is checked
 // by the proposer before it proposes: metad does not hold group state.
 func applyDeleteTopic(tx *txn, req *metav1.DeleteTopicRequest) (*metav1.DeleteTopicResponse, error) {
@@ -351,6 +352,13 @@ func applyDeleteTopic(tx *txn, req *metav1.DeleteTopicRequest) (*metav1.DeleteTo
 	}
 	cfg := proto.CloneOf(t.GetConfig())
 	cfg.State = metav1.TopicState_TOPIC_STATE_DELETING
+	// The deletion is a lifecycle transition of its own: a cleanup report
+	// for the epoch before it (a truncate's, still in flight when the
+	// DELETE committed) is then stale_lifecycle_epoch and cannot count as
+	// the delete cleanup. Without this, such a report removed the topic
+	// while the node still held the old incarnation's partitions, and a
+	// recreated topic (lifecycle epoch 1) was served by them.
+	cfg.LifecycleEpoch++
 	tx.putTopic(&metav1.Topic{Config: cfg, Partitions: t.GetPartitions(), CleanupPendingNodes: pending})
 	return &metav1.DeleteTopicResponse{Deleted: true, CleanupPending: true}, nil
 }

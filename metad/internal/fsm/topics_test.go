@@ -362,15 +362,20 @@ func TestDeleteTracksCleanupUntilEveryReplicaReports(t *testing.T) {
 	if again.GetDeleted() || !again.GetCleanupPending() {
 		t.Fatalf("if_exists on a deleting topic = %v", again)
 	}
+	// The deletion is lifecycle epoch 2: a report for epoch 1 (a truncate's
+	// cleanup still in flight) must not count as the delete cleanup.
+	if tp.GetConfig().GetLifecycleEpoch() != 2 {
+		t.Fatalf("deleting topic lifecycle epoch = %d, want 2", tp.GetConfig().GetLifecycleEpoch())
+	}
 	// Reports: wrong epoch fenced, unknown node and repeats harmless.
-	x.fails(&metav1.ReportCleanupRequest{NodeId: "p1", Topic: "t", LifecycleEpoch: 2}, errcode.StaleLifecycleEpoch)
-	x.ok(&metav1.ReportCleanupRequest{NodeId: "p9", Topic: "t", LifecycleEpoch: 1})
-	x.ok(&metav1.ReportCleanupRequest{NodeId: "p1", Topic: "t", LifecycleEpoch: 1})
-	x.ok(&metav1.ReportCleanupRequest{NodeId: "p1", Topic: "t", LifecycleEpoch: 1})
-	x.ok(&metav1.ReportCleanupRequest{NodeId: "p2", Topic: "t", LifecycleEpoch: 1})
+	x.fails(&metav1.ReportCleanupRequest{NodeId: "p1", Topic: "t", LifecycleEpoch: 1}, errcode.StaleLifecycleEpoch)
+	x.ok(&metav1.ReportCleanupRequest{NodeId: "p9", Topic: "t", LifecycleEpoch: 2})
+	x.ok(&metav1.ReportCleanupRequest{NodeId: "p1", Topic: "t", LifecycleEpoch: 2})
+	x.ok(&metav1.ReportCleanupRequest{NodeId: "p1", Topic: "t", LifecycleEpoch: 2})
+	x.ok(&metav1.ReportCleanupRequest{NodeId: "p2", Topic: "t", LifecycleEpoch: 2})
 	x.fails(create("t"), errcode.TopicCleanupPending)
 	drain := x.watchFrom(x.f.Revision())
-	x.ok(&metav1.ReportCleanupRequest{NodeId: "p3", Topic: "t", LifecycleEpoch: 1})
+	x.ok(&metav1.ReportCleanupRequest{NodeId: "p3", Topic: "t", LifecycleEpoch: 2})
 	if _, ok := x.state().Topic("t"); ok {
 		t.Fatal("topic still present after the last cleanup report")
 	}
@@ -486,5 +491,27 @@ func TestTruncateRejects(t *testing.T) {
 			}
 			x.fails(c.req, c.code)
 		})
+	}
+}
+
+// A truncate's cleanup report that arrives after a DELETE committed must
+// not count as the delete cleanup: it would remove the topic while the node
+// still holds the old incarnation's partitions (the recreated topic was
+// then served by them).
+func TestLateTruncateReportDoesNotFinishDelete(t *testing.T) {
+	x := newH(t)
+	x.partitionds(1)
+	x.ok(create("t", func(r *metav1.CreateTopicRequest) { r.Partitions = ptr[int32](3); r.ReplicationFactor = ptr[int32](1) }))
+	x.ok(&metav1.TruncateTopicRequest{Name: "t", ExpectedRevision: 1})
+	x.ok(&metav1.DeleteTopicRequest{Name: "t"})
+	x.fails(&metav1.ReportCleanupRequest{NodeId: "p1", Topic: "t", LifecycleEpoch: 2}, errcode.StaleLifecycleEpoch)
+	tp := x.topic("t")
+	if tp == nil || Live(tp) || !slices.Equal(tp.GetCleanupPendingNodes(), []string{"p1"}) {
+		t.Fatalf("after a late truncate report: %v", tp)
+	}
+	x.fails(create("t"), errcode.TopicCleanupPending)
+	x.ok(&metav1.ReportCleanupRequest{NodeId: "p1", Topic: "t", LifecycleEpoch: 3})
+	if _, ok := x.state().Topic("t"); ok {
+		t.Fatal("topic still present after the delete cleanup report")
 	}
 }

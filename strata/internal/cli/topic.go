@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"text/tabwriter"
 
 	"github.com/strataio/strata/libs/client"
 )
@@ -109,10 +110,12 @@ func runTopic(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		fmt.Fprintf(stdout, "topic %s revision %d partitions %d replication_factor %d idempotent %v event_sourcing %v\n",
 			d.Topic, def.Revision, def.Partitions, def.ReplicationFactor, def.Idempotent, def.EventSourcing)
 		fmt.Fprintf(stdout, "policy cleanup_policy=%s partitioner=%s auth_policy=%s\n", def.Policy.CleanupPolicy, def.Policy.Partitioner, def.Policy.AuthPolicy)
-		fmt.Fprintf(stdout, "%-9s %-22s %-12s %-12s %12s %12s\n", "PARTITION", "LEADER", "REPLICAS", "ISR", "LEO", "HWM")
+		tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "PARTITION\tLEADER\tREPLICAS\tISR\tLEO\tHWM")
 		for _, p := range d.Partitions {
-			fmt.Fprintf(stdout, "%-9d %-22s %-12s %-12s %12d %12d\n", p.ID, p.Leader, ids(p.Replicas), ids(p.ISR), p.LEO, p.HWM)
+			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d\t%d\n", p.ID, p.Leader, ids(p.Replicas), ids(p.ISR), p.LEO, p.HWM)
 		}
+		_ = tw.Flush()
 	case "delete":
 		deleted, err := c.DeleteTopic(ctx, pos[0], ifExists)
 		if err != nil {
