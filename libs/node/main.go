@@ -139,7 +139,7 @@ func Main[C any](b Binary[C], args []string, stdout, stderr io.Writer) int {
 		log.Error("tracing setup", "err", err)
 		return 1
 	}
-	defer tracing.Shutdown(context.Background())
+	defer tracing.Close()
 	proc := NewProcess(log, tracing)
 	proc.HealthAddr = common.opsAddr(common.HealthCheckPort)
 	proc.MetricsAddr = common.opsAddr(common.ExporterPort)

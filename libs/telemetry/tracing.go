@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"time"
 
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
 	"go.opentelemetry.io/otel/exporters/stdout/stdouttrace"
@@ -31,6 +32,19 @@ func (t *Tracing) Shutdown(ctx context.Context) error {
 		return nil
 	}
 	return t.shutdown(ctx)
+}
+
+// CloseTimeout bounds the final flush of Close: an unreachable collector
+// must not hold a stopping process (compose and Kubernetes kill it after
+// their grace period otherwise).
+const CloseTimeout = 5 * time.Second
+
+// Close flushes the last spans and stops the exporter, waiting at most
+// CloseTimeout.
+func (t *Tracing) Close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), CloseTimeout)
+	defer cancel()
+	return t.Shutdown(ctx)
 }
 
 // Disabled returns a no-op tracing setup that still propagates trace

@@ -12,6 +12,7 @@ import (
 	"github.com/strataio/strata/libs/node"
 	"github.com/strataio/strata/strata/internal/allinone"
 	"github.com/strataio/strata/strata/internal/cli"
+	"github.com/strataio/strata/strata/internal/tracesink"
 )
 
 func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
@@ -26,6 +27,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return allinone.Main(args[1:], stdout, stderr)
 	case cmd == "healthcheck":
 		return node.Healthcheck(args[1:], stderr)
+	case cmd == "trace-sink":
+		return tracesink.Main(args[1:], stdout, stderr)
 	case cmd == "help" || cmd == "-h" || cmd == "--help":
 		usage(stdout)
 		return 0
@@ -49,4 +52,7 @@ func usage(w io.Writer) {
 	for _, c := range cli.Commands() {
 		fmt.Fprintf(w, "  %s\n", c)
 	}
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "Development:")
+	fmt.Fprintln(w, "  trace-sink   receive OTLP/gRPC traces (plaintext, --listen :4317); print one JSON line per span")
 }

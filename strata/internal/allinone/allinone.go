@@ -247,7 +247,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		log.Error("tracing setup", "err", err)
 		return 1
 	}
-	defer tracing.Shutdown(context.Background())
+	defer tracing.Close()
 	srv, err := New(cfg, log, tracing)
 	if err != nil {
 		log.Error("startup failed", "err", err)
