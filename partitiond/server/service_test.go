@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"strconv"
@@ -442,6 +443,10 @@ func TestStopEndsLongPoll(t *testing.T) {
 // final topic_not_found; with view_catch_up 0 it answers at once.
 func TestUnknownTopicWaitsForView(t *testing.T) {
 	c := startCluster(t, nil, nil, "", func(cfg *Config) { cfg.ViewCatchUp = 5 * time.Second })
+	// A served topic proves the first metad view arrived: before it, every
+	// request answers the retryable cluster_metadata_unavailable.
+	c.metad.PutTopic(metadtest.NewTopic("known", 1, 1, "p1", "p1"))
+	c.waitServing(t, "known", 0)
 	go func() {
 		time.Sleep(200 * time.Millisecond)
 		c.metad.PutTopic(metadtest.NewTopic("late", 1, 1, "p1", "p1"))
@@ -456,6 +461,13 @@ func TestUnknownTopicWaitsForView(t *testing.T) {
 	}
 
 	c2 := startCluster(t, nil, nil, "", func(cfg *Config) { cfg.ViewCatchUp = 0 })
+	// Until the first metad view arrives every request answers the
+	// retryable cluster_metadata_unavailable; the timing below is about an
+	// unknown topic in a synced view.
+	waitFor(t, "metadata view synced", func() bool {
+		_, err := c2.client.Fetch(ctx(t), &partitionv1.FetchRequest{Topic: "missing", Partition: 0})
+		return !errors.Is(err, errcode.ClusterMetadataUnavailable)
+	})
 	start = time.Now()
 	_, err = c2.client.Fetch(ctx(t), &partitionv1.FetchRequest{Topic: "missing", Partition: 0})
 	wantCode(t, err, errcode.TopicNotFound)
