@@ -77,6 +77,19 @@ func (s *shard) remove(name string, e *entry) {
 	}
 }
 
+// existing returns the locked entry of a group that exists, or the typed
+// group-not-found error; the caller unlocks e.mu.
+func (r *Role) existing(name string) (*entry, error) {
+	_, e, err := r.acquire(name, false)
+	if err != nil {
+		return nil, err
+	}
+	if e == nil {
+		return nil, groupNotFound(name)
+	}
+	return e, nil
+}
+
 // acquire resolves the shard of group name and returns its entry locked
 // (the caller unlocks e.mu). Without create an unknown group gives a nil
 // entry; with create a placeholder entry (g nil) is made that the caller

@@ -195,12 +195,9 @@ func (x *service) JoinGroup(ctx context.Context, req *coordinatorv1.JoinGroupReq
 }
 
 func (x *service) SyncGroup(ctx context.Context, req *coordinatorv1.SyncGroupRequest) (*coordinatorv1.SyncGroupResponse, error) {
-	_, e, err := x.r.acquire(req.GetGroup(), false)
+	e, err := x.r.existing(req.GetGroup())
 	if err != nil {
 		return nil, err
-	}
-	if e == nil {
-		return nil, groupNotFound(req.GetGroup())
 	}
 	defer e.mu.Unlock()
 	g := e.g
@@ -218,12 +215,9 @@ func (x *service) SyncGroup(ctx context.Context, req *coordinatorv1.SyncGroupReq
 }
 
 func (x *service) Heartbeat(ctx context.Context, req *coordinatorv1.HeartbeatRequest) (*coordinatorv1.HeartbeatResponse, error) {
-	_, e, err := x.r.acquire(req.GetGroup(), false)
+	e, err := x.r.existing(req.GetGroup())
 	if err != nil {
 		return nil, err
-	}
-	if e == nil {
-		return nil, groupNotFound(req.GetGroup())
 	}
 	defer e.mu.Unlock()
 	g := e.g
@@ -235,12 +229,9 @@ func (x *service) Heartbeat(ctx context.Context, req *coordinatorv1.HeartbeatReq
 }
 
 func (x *service) LeaveGroup(ctx context.Context, req *coordinatorv1.LeaveGroupRequest) (*coordinatorv1.LeaveGroupResponse, error) {
-	_, e, err := x.r.acquire(req.GetGroup(), false)
+	e, err := x.r.existing(req.GetGroup())
 	if err != nil {
 		return nil, err
-	}
-	if e == nil {
-		return nil, groupNotFound(req.GetGroup())
 	}
 	defer e.mu.Unlock()
 	g := e.g
@@ -258,12 +249,9 @@ func unixMs(t time.Time) int64 {
 }
 
 func (x *service) GroupStatus(ctx context.Context, req *coordinatorv1.GroupStatusRequest) (*coordinatorv1.GroupStatusResponse, error) {
-	_, e, err := x.r.acquire(req.GetGroup(), false)
+	e, err := x.r.existing(req.GetGroup())
 	if err != nil {
 		return nil, err
-	}
-	if e == nil {
-		return nil, groupNotFound(req.GetGroup())
 	}
 	defer e.mu.Unlock()
 	g := e.g
