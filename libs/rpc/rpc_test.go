@@ -202,13 +202,20 @@ func TestTracePropagatesAcrossHop(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := span.SpanContext().TraceID()
+	// The server span ends after the handler returns, which can be after
+	// the client already has its answer: wait for it (bounded).
 	var server bool
-	for _, s := range rec.Ended() {
-		if s.SpanContext().TraceID() != want {
-			t.Fatalf("span %q has trace %s, want %s", s.Name(), s.SpanContext().TraceID(), want)
+	for deadline := time.Now().Add(5 * time.Second); !server && time.Now().Before(deadline); {
+		for _, s := range rec.Ended() {
+			if s.SpanContext().TraceID() != want {
+				t.Fatalf("span %q has trace %s, want %s", s.Name(), s.SpanContext().TraceID(), want)
+			}
+			if s.SpanKind().String() == "server" {
+				server = true
+			}
 		}
-		if s.SpanKind().String() == "server" {
-			server = true
+		if !server {
+			time.Sleep(10 * time.Millisecond)
 		}
 	}
 	if !server {

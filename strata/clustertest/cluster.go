@@ -333,21 +333,33 @@ func (p *Proc) LogTail(n int) string {
 // freeAddr picks a free loopback port below the kernel's ephemeral range
 // (32768 and up here): port-0 binds and outgoing connections of other tests
 // take ephemeral ports, so they cannot grab the port between this check and
-// the process binding it. Collisions with other harness users are made
-// unlikely by the random start and excluded by the bind check.
+// the process binding it. A port is handed out at most once per test
+// process: a cluster picks some 40 ports before any process binds them, and
+// random picks would otherwise collide (about 7 % of clusters).
 func freeAddr(t testing.TB) string {
-	for i := 0; i < 200; i++ {
+	portsMu.Lock()
+	defer portsMu.Unlock()
+	for i := 0; i < 500; i++ {
 		p := 20000 + rand.IntN(12000)
+		if portsGiven[p] {
+			continue
+		}
 		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p)))
 		if err != nil {
 			continue
 		}
 		l.Close()
+		portsGiven[p] = true
 		return l.Addr().String()
 	}
 	t.Fatal("no free loopback port in 20000-31999")
 	return ""
 }
+
+var (
+	portsMu    sync.Mutex
+	portsGiven = map[int]bool{}
+)
 
 func port(addr string) string {
 	_, p, _ := net.SplitHostPort(addr)

@@ -61,14 +61,16 @@ func metadBinary(t *testing.T) string {
 // killed node restarts on its own). The port is released before the child
 // binds it, so it is taken below the kernel's ephemeral range: there no
 // outgoing connection (ours or another test's on this machine) is given it
-// in between, which happens with ports from ":0".
+// in between, which happens with ports from ":0". The band 10000-19999 is
+// disjoint from strata/clustertest's 20000-31999, so the two packages'
+// tests, which go test runs concurrently, never pick the same port.
 func freePort(t *testing.T) int {
 	t.Helper()
 	portMu.Lock()
 	defer portMu.Unlock()
-	low := ephemeralLow()
+	high := min(20000, ephemeralLow())
 	for range 1000 {
-		port := 20000 + rand.N(low-20000)
+		port := 10000 + rand.N(high-10000)
 		if portsTaken[port] {
 			continue
 		}
