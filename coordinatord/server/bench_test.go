@@ -151,3 +151,43 @@ func BenchmarkParallelCommits(b *testing.B) {
 	})
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "commits/s")
 }
+
+// BenchmarkFetchOffset reads one committed offset at a time: every read is
+// confirmed against the offsets partition's high watermark first.
+func BenchmarkFetchOffset(b *testing.B) {
+	co, j := benchGroup(b, 4)
+	ctx := context.Background()
+	if _, err := co.client.CommitOffset(ctx, &coordinatorv1.CommitOffsetRequest{Group: "bg", Topic: "bench", Partition: 0,
+		Offset: 7, Member: j.GetMember(), Generation: u64(j.GetGeneration())}); err != nil {
+		b.Fatal(err)
+	}
+	var lat []time.Duration
+	b.ResetTimer()
+	for range b.N {
+		start := time.Now()
+		r, err := co.client.FetchOffset(ctx, &coordinatorv1.FetchOffsetRequest{Group: "bg", Topic: "bench", Partition: 0})
+		lat = append(lat, time.Since(start))
+		if err != nil || r.GetOffset() != 7 {
+			b.Fatal(r, err)
+		}
+	}
+	reportLatency(b, lat)
+}
+
+// BenchmarkParallelFetchOffset reads from 64 goroutines: concurrent reads
+// of one offsets partition share their confirmations.
+func BenchmarkParallelFetchOffset(b *testing.B) {
+	co, _ := benchGroup(b, 4)
+	ctx := context.Background()
+	b.SetParallelism(32)
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if _, err := co.client.FetchOffset(ctx, &coordinatorv1.FetchOffsetRequest{Group: "bg", Topic: "bench", Partition: 0}); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "reads/s")
+}

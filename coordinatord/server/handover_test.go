@@ -4,6 +4,9 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/strataio/strata/coordinatord/internal/group"
+	"github.com/strataio/strata/coordinatord/internal/offsetlog"
+	"github.com/strataio/strata/libs/errcode"
 	"github.com/strataio/strata/libs/groups"
 	coordinatorv1 "github.com/strataio/strata/proto/strata/coordinator/v1"
 )
@@ -104,5 +107,69 @@ func TestHandoverKeepsEveryAcknowledgedCommit(t *testing.T) {
 		Offset: committed[g] - 1, Member: j.GetMember(), Generation: u64(j.GetGeneration())})
 	if code(err) != "offset_regression" {
 		t.Fatalf("lower offset after handover: %v", err)
+	}
+}
+
+// TestDeposedOwnerWithAStaleViewRefusesReads: a newer owner took a group's
+// partition (its view moved on) and acknowledged a commit, while the old
+// owner's view still names the old owner. The old owner must not answer
+// FETCH_OFFSET from memory below that commit.
+func TestDeposedOwnerWithAStaleViewRefusesReads(t *testing.T) {
+	c := newCluster(t)
+	c.meta.PutTopic("t", 1, 0)
+	c1 := startCoord(t, c, "c1", testConfig(c))
+	c1.waitReady(t)
+	ctx := ctxT(t)
+	const g = "g"
+	j, err := c1.client.JoinGroup(ctx, &coordinatorv1.JoinGroupRequest{Group: g, Member: "m", Topic: "t"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c1.client.CommitOffset(ctx, &coordinatorv1.CommitOffsetRequest{Group: g, Topic: "t", Partition: 0, Offset: 10,
+		Member: j.GetMember(), Generation: u64(j.GetGeneration())}); err != nil {
+		t.Fatal(err)
+	}
+	if fo, err := c1.client.FetchOffset(ctx, &coordinatorv1.FetchOffsetRequest{Group: g, Topic: "t", Partition: 0}); err != nil || fo.GetOffset() != 10 {
+		t.Fatalf("owner read: %v %v", fo, err)
+	}
+
+	// The newer owner of g's partition, as a coordinator whose view c1 has
+	// not seen yet would act: fence with a higher epoch, replay, commit.
+	p := groups.Partition(g, groups.DefaultOffsetsPartitions)
+	newer, rep, err := offsetlog.Takeover(ctx, c1.r.logClient(p), offsetlog.Options{Topic: groups.OffsetsTopic, Partition: p,
+		Epoch: 1 << 40, Node: "c2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	inc := rep.Groups[g].Incarnation
+	if err := newer.Append(ctx, []offsetlog.Value{offsetlog.Offset(g, inc, group.TP{Topic: "t", Partition: 0}, 20)}); err != nil {
+		t.Fatal(err)
+	}
+
+	_, err = c1.client.FetchOffset(ctx, &coordinatorv1.FetchOffsetRequest{Group: g, Topic: "t", Partition: 0})
+	if e := errcode.From(err); e.Code != errcode.CoordinatorNotAvailable.Name() || !e.Retryable {
+		t.Fatalf("deposed owner answered a read: %v", err)
+	}
+	// Unknown groups of that partition are no different: "nothing committed"
+	// would be just as stale.
+	other := ""
+	for i := 0; other == ""; i++ {
+		if n := fmt.Sprintf("x%d", i); groups.Partition(n, groups.DefaultOffsetsPartitions) == p {
+			other = n
+		}
+	}
+	if _, err := c1.client.FetchOffset(ctx, &coordinatorv1.FetchOffsetRequest{Group: other, Topic: "t", Partition: 0}); code(err) != errcode.CoordinatorNotAvailable.Name() {
+		t.Fatalf("deposed owner answered for an unknown group: %v", err)
+	}
+	// Groups of partitions nobody took keep being served.
+	for i := 0; ; i++ {
+		n := fmt.Sprintf("y%d", i)
+		if groups.Partition(n, groups.DefaultOffsetsPartitions) == p {
+			continue
+		}
+		if fo, err := c1.client.FetchOffset(ctx, &coordinatorv1.FetchOffsetRequest{Group: n, Topic: "t", Partition: 0}); err != nil || fo.GetOffset() != 0 {
+			t.Fatalf("other partition: %v %v", fo, err)
+		}
+		break
 	}
 }

@@ -50,6 +50,14 @@ func (c leaderClient) Fetch(ctx context.Context, req *partitionv1.FetchRequest) 
 	return cl.Fetch(ctx, req)
 }
 
+func (c leaderClient) ListOffsets(ctx context.Context, req *partitionv1.ListOffsetsRequest) (*partitionv1.ListOffsetsResponse, error) {
+	cl, err := c.client()
+	if err != nil {
+		return nil, err
+	}
+	return cl.ListOffsets(ctx, req)
+}
+
 // listOffsets asks the leader of topic/partition for its offsets.
 func (r *Role) listOffsets(ctx context.Context, addr, topic string, parts []int32) ([]*partitionv1.PartitionOffsets, error) {
 	conn, err := r.env.Clients.Get(addr)

@@ -202,6 +202,9 @@ func (r *Role) checkReady(context.Context) error {
 		return errcode.ClusterMetadataUnavailable.New("metadata cache not synced with metad yet")
 	}
 	if _, ok := v.Topic(groups.OffsetsTopic); !ok {
+		if err := r.offsetsPlaceable(v); err != nil {
+			return err
+		}
 		return errcode.CoordinatorNotAvailable.New("__consumer_offsets does not exist yet")
 	}
 	if !r.registered(v) {

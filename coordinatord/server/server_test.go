@@ -380,3 +380,30 @@ func TestNotCoordinatorNamesTheOwner(t *testing.T) {
 		t.Fatalf("c1 serves %d partitions after the ring change", n)
 	}
 }
+
+// TestOffsetsTopicWaitsForPartitionServers: on a fresh cluster the
+// coordinator creates __consumer_offsets only once enough partition servers
+// are live to place it, and says so in its readiness meanwhile.
+func TestOffsetsTopicWaitsForPartitionServers(t *testing.T) {
+	c := newCluster(t)
+	c.meta.SetLive("p1", false)
+	co := startCoord(t, c, "c1", testConfig(c))
+	waitFor(t, "metadata synced", func() error {
+		if !co.r.meta.Cache().View().Ready() {
+			return errcode.ClusterMetadataUnavailable.New("not yet")
+		}
+		return nil
+	})
+	time.Sleep(300 * time.Millisecond)
+	if n := c.meta.CreateTopics(); n != 0 {
+		t.Fatalf("__consumer_offsets created %d times with no live partition server", n)
+	}
+	if e := errcode.From(co.r.checkReady(context.Background())); e.Field("live_partitiond") != "0" {
+		t.Fatalf("readiness while waiting: %v", e)
+	}
+	c.meta.SetLive("p1", true)
+	co.waitReady(t)
+	if n := c.meta.CreateTopics(); n != 1 {
+		t.Fatalf("__consumer_offsets created %d times", n)
+	}
+}

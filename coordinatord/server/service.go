@@ -378,6 +378,13 @@ func (x *service) BatchCommit(ctx context.Context, req *coordinatorv1.BatchCommi
 }
 
 func (x *service) FetchOffset(ctx context.Context, req *coordinatorv1.FetchOffsetRequest) (*coordinatorv1.FetchOffsetResponse, error) {
+	s, err := x.r.shardFor(req.GetGroup())
+	if err != nil {
+		return nil, err
+	}
+	if err := x.r.confirmRead(ctx, s); err != nil {
+		return nil, err
+	}
 	_, e, err := x.r.acquire(req.GetGroup(), false)
 	if err != nil {
 		return nil, err

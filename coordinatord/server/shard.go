@@ -81,7 +81,9 @@ func (r *Role) reconcile(ctx context.Context, v *metaclient.View) {
 		return
 	}
 	if _, ok := v.Topic(groups.OffsetsTopic); !ok {
-		r.ensureTopic(ctx)
+		if r.offsetsPlaceable(v) == nil {
+			r.ensureTopic(ctx)
+		}
 		return
 	}
 	owned := map[int32]bool{}
@@ -106,6 +108,19 @@ func (r *Role) reconcile(ctx context.Context, v *metaclient.View) {
 			r.takeoverLocked(ctx, p, int64(v.Revision))
 		}
 	}
+}
+
+// offsetsPlaceable says why metad would refuse to create __consumer_offsets
+// now: too few live partition servers for its replication factor. On a
+// fresh cluster the partition servers register a moment after the
+// coordinators; creating the topic waits for them instead of failing.
+func (r *Role) offsetsPlaceable(v *metaclient.View) error {
+	live := len(v.Nodes(metav1.NodeRole_NODE_ROLE_PARTITIOND, true))
+	if live < int(r.cfg.OffsetsReplicationFactor) {
+		return errcode.CoordinatorNotAvailable.New("__consumer_offsets does not exist yet: waiting for live partition servers",
+			"live_partitiond", strconv.Itoa(live), "replication_factor", itoa(r.cfg.OffsetsReplicationFactor))
+	}
+	return nil
 }
 
 // ensureTopic creates __consumer_offsets once (in the background, retried
@@ -416,6 +431,23 @@ func (r *Role) deleteGroupLocked(ctx context.Context, s *shard, e *entry) error 
 	}
 	s.remove(g.Name, e)
 	r.env.Logger.Info("group deleted", "group", g.Name)
+	return nil
+}
+
+// confirmRead proves that this node still owns s before a read is answered
+// from memory: a deposed owner whose metadata view lags must not answer
+// below a commit the new owner already acknowledged (offsetlog.Log.Confirm).
+func (r *Role) confirmRead(ctx context.Context, s *shard) error {
+	s.mu.Lock()
+	log := s.log
+	s.mu.Unlock()
+	if log == nil {
+		return s.readyErr()
+	}
+	if err := log.Confirm(ctx); err != nil {
+		r.onWriteError(s, err)
+		return err
+	}
 	return nil
 }
 

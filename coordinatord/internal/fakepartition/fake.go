@@ -10,6 +10,7 @@ import (
 	"encoding/binary"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/strataio/strata/libs/errcode"
 	"github.com/strataio/strata/libs/wire"
@@ -37,6 +38,8 @@ type Server struct {
 	failAppends int
 	loseAnswers int
 	appends     int
+	lists       int
+	listDelay   time.Duration
 }
 
 // LoseNextAnswers makes the next n appends take effect as usual but answer
@@ -193,16 +196,40 @@ func (s *Server) Fetch(ctx context.Context, req *partitionv1.FetchRequest) (*par
 	return &partitionv1.FetchResponse{Records: out, RecordCount: n, NextOffset: at, HighWatermark: end, LogEndOffset: end}, nil
 }
 
-// ListOffsets implements PartitionService.
-func (s *Server) ListOffsets(ctx context.Context, req *partitionv1.ListOffsetsRequest) (*partitionv1.ListOffsetsResponse, error) {
+// ListOffsetsCalls returns how many ListOffsets calls were answered.
+func (s *Server) ListOffsetsCalls() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	return s.lists
+}
+
+// DelayListOffsets makes every later ListOffsets answer d later (the
+// offsets are read before the delay).
+func (s *Server) DelayListOffsets(d time.Duration) {
+	s.mu.Lock()
+	s.listDelay = d
+	s.mu.Unlock()
+}
+
+// ListOffsets implements PartitionService.
+func (s *Server) ListOffsets(ctx context.Context, req *partitionv1.ListOffsetsRequest) (*partitionv1.ListOffsetsResponse, error) {
+	resp, delay := s.listOffsets(req)
+	if delay > 0 {
+		time.Sleep(delay)
+	}
+	return resp, nil
+}
+
+func (s *Server) listOffsets(req *partitionv1.ListOffsetsRequest) (*partitionv1.ListOffsetsResponse, time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.lists++
 	out := &partitionv1.ListOffsetsResponse{}
 	for _, p := range req.GetPartitions() {
 		end := uint64(len(s.logs[key{req.GetTopic(), p}]))
 		out.Partitions = append(out.Partitions, &partitionv1.PartitionOffsets{Partition: p, Latest: end, Leo: end, Hwm: end})
 	}
-	return out, nil
+	return out, s.listDelay
 }
 
 // SetLog replaces a partition's log with n placeholder records (for lag tests).

@@ -4,6 +4,7 @@ import (
 	"context"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/strataio/strata/libs/errcode"
@@ -15,6 +16,7 @@ import (
 type Client interface {
 	Append(ctx context.Context, req *partitionv1.AppendRequest) (*partitionv1.AppendResponse, error)
 	Fetch(ctx context.Context, req *partitionv1.FetchRequest) (*partitionv1.FetchResponse, error)
+	ListOffsets(ctx context.Context, req *partitionv1.ListOffsetsRequest) (*partitionv1.ListOffsetsResponse, error)
 }
 
 // Options configures Takeover.
@@ -51,6 +53,13 @@ type Log struct {
 	// sequence numbers from next and is re-sent before anything else.
 	pending  []byte
 	pendingN uint64
+
+	// end is the offset after this owner's last acknowledged append: while
+	// nobody else writes, the partition's high watermark equals it. 0 means
+	// unknown (an append's outcome or its offsets are unknown).
+	end atomic.Uint64
+	// reads coalesces Confirm calls (see Confirm).
+	reads confirmRounds
 }
 
 // ProducerID is the idempotent producer id of a partition's coordinator:
@@ -77,7 +86,9 @@ func Takeover(ctx context.Context, c Client, o Options) (*Log, *Replayed, error)
 		// An earlier attempt of this takeover stored the marker but its
 		// answer was lost (epochs are unique per process and revision, so
 		// nobody else used this one). The marker lies below the current
-		// high watermark: replay through that instead of its offset.
+		// high watermark: replay through that instead of its offset. The
+		// end stays unknown (a newer owner may write meanwhile), so the
+		// first Confirm proves ownership with an append.
 		marker = noMarkerOffset
 	}
 	rep, err := l.replay(ctx, marker)
@@ -203,6 +214,11 @@ func (l *Log) send(ctx context.Context, set []byte, n uint64) (last uint64, dupl
 		}
 		if err == nil {
 			l.next += n
+			if resp.GetDuplicate() {
+				l.end.Store(0)
+			} else {
+				l.end.Store(resp.GetLastOffset() + 1)
+			}
 			return resp.GetLastOffset(), resp.GetDuplicate(), nil
 		}
 		e := errcode.From(err)
@@ -215,6 +231,7 @@ func (l *Log) send(ctx context.Context, set []byte, n uint64) (last uint64, dupl
 		case e.Code == errcode.DuplicateSequence.Name():
 			// Stored already, beyond the dedup window: the data is there.
 			l.next += n
+			l.end.Store(0)
 			return 0, true, nil
 		case e.Code == errcode.OutOfOrderSequence.Name() && !resetOnce:
 			// partitiond forgot the producer after its idle TTL and wants
@@ -228,6 +245,7 @@ func (l *Log) send(ctx context.Context, set []byte, n uint64) (last uint64, dupl
 			case <-ctx.Done():
 				t.Stop()
 				l.pending, l.pendingN = set, n
+				l.end.Store(0)
 				return 0, false, errcode.CoordinatorNotAvailable.New("offsets append did not complete: "+e.Error(), "reason", "append_unknown")
 			case <-t.C:
 			}

@@ -34,6 +34,9 @@ func (g grpcClient) Append(ctx context.Context, r *partitionv1.AppendRequest) (*
 func (g grpcClient) Fetch(ctx context.Context, r *partitionv1.FetchRequest) (*partitionv1.FetchResponse, error) {
 	return g.c.Fetch(ctx, r)
 }
+func (g grpcClient) ListOffsets(ctx context.Context, r *partitionv1.ListOffsetsRequest) (*partitionv1.ListOffsetsResponse, error) {
+	return g.c.ListOffsets(ctx, r)
+}
 
 // startFake serves a fake PartitionService over mTLS on loopback and returns
 // a coordinatord-identity client to it.
