@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/strataio/strata/libs/errcode"
 	"github.com/strataio/strata/libs/pki"
@@ -62,6 +63,9 @@ type fakeMetad struct {
 	topics   map[string]*metav1.Topic
 	nodes    map[string]*metav1.Node
 	watchers map[chan *metav1.WatchResponse]struct{}
+	// cleanupStuck makes DeleteTopic leave the topic DELETING with a node
+	// that never reports its cleanup (a partition server that is down).
+	cleanupStuck bool
 }
 
 func newFakeMetad() *fakeMetad {
@@ -130,11 +134,19 @@ func (f *fakeMetad) GetTopic(ctx context.Context, req *metav1.GetTopicRequest) (
 func (f *fakeMetad) DeleteTopic(ctx context.Context, req *metav1.DeleteTopicRequest) (*metav1.DeleteTopicResponse, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if _, ok := f.topics[req.GetName()]; !ok {
+	if t, ok := f.topics[req.GetName()]; !ok || !visible(t) {
 		if req.GetIfExists() {
-			return &metav1.DeleteTopicResponse{}, nil
+			return &metav1.DeleteTopicResponse{CleanupPending: ok}, nil
 		}
 		return nil, errcode.TopicNotFound.New("no such topic", "topic", req.GetName())
+	}
+	if f.cleanupStuck {
+		t := proto.CloneOf(f.topics[req.GetName()])
+		t.Config.State = metav1.TopicState_TOPIC_STATE_DELETING
+		t.CleanupPendingNodes = []string{"p1"}
+		f.topics[req.GetName()] = t
+		f.publishLocked(&metav1.WatchResponse{Event: &metav1.WatchResponse_TopicUpserted{TopicUpserted: t}})
+		return &metav1.DeleteTopicResponse{Deleted: true, CleanupPending: true}, nil
 	}
 	delete(f.topics, req.GetName())
 	f.publishLocked(&metav1.WatchResponse{Event: &metav1.WatchResponse_TopicRemoved{TopicRemoved: req.GetName()}})

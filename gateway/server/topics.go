@@ -221,15 +221,17 @@ func (g *Role) cmdDelete(ctx context.Context, out []byte, r *wire.Request) ([]by
 	if err != nil {
 		return nil, err
 	}
-	if resp.GetDeleted() {
+	pending := resp.GetCleanupPending()
+	if resp.GetDeleted() || pending {
 		g.waitTopic(ctx, func(v *metaclient.View) bool {
 			t, ok := v.Topic(name)
-			return !ok || !visible(t)
+			return !ok || !visible(t) && len(t.GetCleanupPendingNodes()) == 0
 		})
+		pending = g.cleanupPending(name, false)
 	}
 	out = wire.AppendOKField(wire.AppendOK(out), "topic", name)
 	out = wire.AppendOKBool(out, "deleted", resp.GetDeleted())
-	if resp.GetCleanupPending() {
+	if pending {
 		out = wire.AppendOKBool(out, "cleanup_pending", true)
 	}
 	return out, nil
@@ -261,16 +263,36 @@ func (g *Role) cmdTruncate(ctx context.Context, out []byte, r *wire.Request) ([]
 		return ok && t.GetConfig().GetRevision() >= newRev
 	})
 	g.waitTruncated(ctx, name, len(resp.GetTopic().GetPartitions()), c.GetLifecycleEpoch())
+	pending := resp.GetCleanupPending()
+	if pending {
+		g.waitTopic(ctx, func(v *metaclient.View) bool {
+			t, ok := v.Topic(name)
+			return !ok || t.GetConfig().GetLifecycleEpoch() != c.GetLifecycleEpoch() || len(t.GetCleanupPendingNodes()) == 0
+		})
+		pending = g.cleanupPending(name, true)
+	}
 	out = wire.AppendOKField(wire.AppendOK(out), "topic", name)
 	out = wire.AppendOKBool(out, "truncated", true)
 	out = wire.AppendOKUint(out, "revision", newRev)
 	out = wire.AppendOKUint(out, "lifecycle_epoch", c.GetLifecycleEpoch())
 	out = wire.AppendOKInt(out, "leo", 0)
 	out = wire.AppendOKInt(out, "hwm", 0)
-	if resp.GetCleanupPending() {
+	if pending {
 		out = wire.AppendOKBool(out, "cleanup_pending", true)
 	}
 	return out, nil
+}
+
+// cleanupPending reports whether node-local cleanup of topic name is still
+// outstanding in the current view: a deleted topic still listed (DELETING)
+// with nodes to report, or a live truncated one with nodes to report. DELETE
+// and TRUNCATE wait briefly for the cleanup first (waitTopic), so the answer
+// says cleanup_pending=true only when cleanup is really behind or must be
+// retried (spec 3.1), not for the normal asynchronous cleanup of a healthy
+// cluster.
+func (g *Role) cleanupPending(name string, live bool) bool {
+	t, ok := g.meta.Cache().View().Topic(name)
+	return ok && visible(t) == live && len(t.GetCleanupPendingNodes()) > 0
 }
 
 // waitTruncated waits briefly until every partition leader serves the
