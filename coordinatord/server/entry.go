@@ -19,8 +19,7 @@ type entry struct {
 	mu sync.Mutex
 	// g is nil only while a registration is in flight.
 	g *group.Group
-	// topics of g, readable without mu (metrics of released groups, HWM
-	// refresh).
+	// topics of g, readable without mu (HWM refresh).
 	topics atomic.Pointer[[]string]
 }
 

@@ -14,7 +14,8 @@ import (
 // TestHandoverKeepsEveryAcknowledgedCommit moves groups between two
 // coordinators (a node joins, then its lease expires) and checks that every
 // acknowledged commit is visible on the new owner and no lower offset
-// appears.
+// appears; coordinator_up follows the owner (1) on both nodes (0 on the
+// other).
 func TestHandoverKeepsEveryAcknowledgedCommit(t *testing.T) {
 	c := newCluster(t)
 	c.meta.PutTopic("t", 1, 0)
@@ -65,6 +66,19 @@ func TestHandoverKeepsEveryAcknowledgedCommit(t *testing.T) {
 		}
 		return nil
 	})
+	// Every group has coordinator_up on both nodes: 1 on its owner, 0 on the
+	// other (the old owner of a moved group).
+	waitFor(t, "coordinator_up 1 on the owner and 0 on the other", func() error {
+		s1, s2 := scrape(t, c1), scrape(t, c2)
+		for g, o := range owners {
+			v1, ok1 := s1[coordUpName][gt(g, "t")]
+			v2, ok2 := s2[coordUpName][gt(g, "t")]
+			if !ok1 || !ok2 || v1 != b2f(o == c1) || v2 != b2f(o == c2) {
+				return fmt.Errorf("%s (owner %s): c1 %v (present %v), c2 %v (present %v)", g, o.env.NodeID, v1, ok1, v2, ok2)
+			}
+		}
+		return nil
+	})
 	check := func() {
 		t.Helper()
 		for g, want := range committed {
@@ -98,6 +112,12 @@ func TestHandoverKeepsEveryAcknowledgedCommit(t *testing.T) {
 		return nil
 	})
 	check()
+	s1 := scrape(t, c1)
+	for g := range owners {
+		if v := s1[coordUpName][gt(g, "t")]; v != 1 {
+			t.Fatalf("%s back on c1: coordinator_up %v", g, v)
+		}
+	}
 	g := "g0"
 	j, err := c1.client.JoinGroup(ctx, &coordinatorv1.JoinGroupRequest{Group: g, Member: "m2", Topic: "t"})
 	if err != nil {

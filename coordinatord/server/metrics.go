@@ -12,7 +12,10 @@ import (
 )
 
 // metrics holds coordinatord's instruments. Group gauges come from a
-// snapshot at each scrape (spec 6), so departed groups have no series.
+// snapshot at each scrape (spec 6), so departed groups have no series:
+// the groups this node owns get coordinator_up 1 and the lifecycle gauges,
+// the groups the other live coordinatords report (directory.go) get
+// coordinator_up 0 alone.
 type metrics struct {
 	r *Role
 
@@ -54,7 +57,7 @@ func newMetrics(reg prometheus.Registerer, r *Role) (*metrics, error) {
 
 		members:       d("consumer_group_members", "member count (authoritative coordinator only)", "topic", "group"),
 		state:         d("consumer_group_state", "one-hot group state", "topic", "group", "state"),
-		coordUp:       d("consumer_group_coordinator_up", "1 on the coordinator that owns the group, 0 on a former owner", "topic", "group"),
+		coordUp:       d("consumer_group_coordinator_up", "1 on the coordinator that owns the group, 0 on every other live coordinator", "topic", "group"),
 		lastActivity:  d("consumer_group_last_activity_timestamp_seconds", "latest accepted heartbeat or lifecycle activity (0 unknown)", "topic", "group"),
 		lastRebalance: d("consumer_group_last_rebalance_timestamp_seconds", "latest completed rebalance (0 none since recovery)", "topic", "group"),
 		generation:    d("consumer_group_generation", "current generation", "group", "topic"),
@@ -63,7 +66,9 @@ func newMetrics(reg prometheus.Registerer, r *Role) (*metrics, error) {
 		lag:           d("consumer_group_lag", "max(HWM - committed next offset, 0)", "group", "topic", "partition"),
 		outOfRange:    d("consumer_group_offset_out_of_range", "1 when the commit lies below log start or above the HWM", "group", "topic", "partition"),
 	}
-	for _, c := range []prometheus.Collector{m.commits, m.expired, m.observationFailures, m.writeDuration, m.replayDuration, m} {
+	// observationFailures is collected by m, after the peer fan-out that
+	// may increment it, so a scrape shows the failures it observed.
+	for _, c := range []prometheus.Collector{m.commits, m.expired, m.writeDuration, m.replayDuration, m} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -78,6 +83,7 @@ func (m *metrics) Describe(ch chan<- *prometheus.Desc) {
 		m.committed, m.lag, m.outOfRange} {
 		ch <- d
 	}
+	m.observationFailures.Describe(ch)
 }
 
 func secs(ms int64) float64 { return float64(ms) / 1000 }
@@ -95,11 +101,11 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
 	}
+	remote := r.dir.remoteGroups()
 	metaReady := r.meta.Cache().View().Ready()
 	r.mu.Lock()
 	stats := r.stats
 	hwm := maps.Clone(r.hwm)
-	released := maps.Clone(r.released)
 	r.mu.Unlock()
 	shards := r.readyShards()
 	counts := map[string]int{"loading": 0, "ready": 0, "corrupt": 0, "fenced": 0}
@@ -131,14 +137,14 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 			e.mu.Unlock()
 		}
 	}
-	for name, topics := range released {
-		if owned[name] {
-			continue
-		}
-		for _, t := range topics {
-			gauge(m.coordUp, 0, t, name)
+	// A group both owned here and reported by a peer (overlapping views
+	// during a handover) keeps this node's 1: the sum above 1 is the signal.
+	for k := range remote {
+		if !owned[k.group] {
+			gauge(m.coordUp, 0, k.topic, k.group)
 		}
 	}
+	m.observationFailures.Collect(ch)
 	gauge(m.recoveryReady, b2f(metaReady), "metadata")
 	gauge(m.recoveryReady, b2f(allReady), "replay")
 	gauge(m.restoredGroups, float64(stats.groups))

@@ -50,9 +50,11 @@ type Role struct {
 	// incarnation identifies this process's registration with metad.
 	incarnation uint64
 
+	// dir knows the groups the other live coordinatords own (metrics).
+	dir *directory
+
 	mu       sync.Mutex
 	shards   map[int32]*shard
-	released map[string][]string // group -> topics, for coordinator_up 0
 	creating bool
 	stats    recoveryStats
 	hwm      map[group.TP]partOffsets
@@ -75,17 +77,17 @@ type recoveryStats struct {
 
 // Policy returns coordinatord's method -> caller-role policy: the gateway
 // routes client group commands, admin tools call everything, metad asks
-// TopicActivity (DELETE/TRUNCATE guard) and ListGroups.
+// TopicActivity (DELETE/TRUNCATE guard) and ListGroups, and the other
+// coordinatords ask ListGroups at each scrape (directory.go).
 func Policy() rpc.Policy {
 	svc := "/" + coordinatorv1.CoordinatorService_ServiceDesc.ServiceName + "/"
 	clients := []pki.Role{pki.RoleGateway, pki.RoleAdmin}
-	withMetad := []pki.Role{pki.RoleGateway, pki.RoleAdmin, pki.RoleMetad}
 	p := rpc.Policy{}
 	for _, m := range coordinatorv1.CoordinatorService_ServiceDesc.Methods {
 		p[svc+m.MethodName] = clients
 	}
-	p[svc+"TopicActivity"] = withMetad
-	p[svc+"ListGroups"] = withMetad
+	p[svc+"TopicActivity"] = []pki.Role{pki.RoleGateway, pki.RoleAdmin, pki.RoleMetad}
+	p[svc+"ListGroups"] = []pki.Role{pki.RoleGateway, pki.RoleAdmin, pki.RoleMetad, pki.RoleCoordinatord}
 	return p
 }
 
@@ -103,8 +105,9 @@ func newRole(env *node.RoleEnv, cfg Config) (*Role, error) {
 		return nil, errcode.MissingParameter.New("coordinatord needs an advertised RPC address", "param", "rpc_advertise")
 	}
 	r := &Role{env: env, cfg: cfg, now: time.Now, suffix: func() int { return rand.IntN(10000) },
-		shards: map[int32]*shard{}, released: map[string][]string{}, hwm: map[group.TP]partOffsets{},
+		shards: map[int32]*shard{}, hwm: map[group.TP]partOffsets{},
 		incarnation: uint64(time.Now().UnixNano())}
+	r.dir = newDirectory(r)
 	r.meta = metaclient.New(metaclient.Options{Addrs: cfg.MetadAddrs, Dial: env.Clients.Get, Logger: env.Logger})
 	r.logClient = func(p int32) offsetlog.Client { return leaderClient{r: r, topic: groups.OffsetsTopic, p: p} }
 	m, err := newMetrics(env.Process.Registry, r)

@@ -177,7 +177,6 @@ func (r *Role) runTakeover(ctx context.Context, s *shard) {
 			LifecycleEpoch: r.offsetsLifecycle(),
 		})
 		if err == nil {
-			names := slices.Collect(maps.Keys(rep.Groups))
 			entries := make(map[string]*entry, len(rep.Groups))
 			for name, g := range rep.Groups {
 				entries[name] = newEntry(g)
@@ -190,12 +189,9 @@ func (r *Role) runTakeover(ctx context.Context, s *shard) {
 			r.stats.offsets += rep.Offsets
 			r.stats.records += rep.Records
 			r.stats.orphans += rep.Orphans
-			for _, g := range names {
-				delete(r.released, g)
-			}
 			r.mu.Unlock()
 			r.m.replayDuration.Observe(time.Since(start).Seconds())
-			r.env.Logger.Info("offsets partition replayed", "partition", s.p, "groups", len(names),
+			r.env.Logger.Info("offsets partition replayed", "partition", s.p, "groups", len(rep.Groups),
 				"offsets", rep.Offsets, "records", rep.Records, "orphans", rep.Orphans, "took", time.Since(start))
 			return
 		}
@@ -242,17 +238,12 @@ func (r *Role) offsetsLifecycle() func() uint64 {
 	}
 }
 
-// releaseLocked stops serving s; its groups are remembered so metrics can
-// say coordinator_up 0 for them.
+// releaseLocked stops serving s and drops its groups (their new owner
+// reports them; this node's metrics learn them from it, directory.go).
 func (r *Role) releaseLocked(s *shard) {
 	s.stop()
 	delete(r.shards, s.p)
 	s.mu.Lock()
-	for name, e := range s.groups {
-		if t := e.topicList(); len(t) > 0 {
-			r.released[name] = t
-		}
-	}
 	s.groups = nil
 	if s.state == shardReady {
 		s.state = shardFenced
