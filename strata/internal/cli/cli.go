@@ -46,7 +46,7 @@ func init() {
 		"consume": {"print records of a topic (optionally as a group member)", runConsume},
 		"group":   {"consumer group status and list", runGroup},
 		"cluster": {"cluster status", runCluster},
-		"bench":   {"load tool: produce, consume, e2e throughput and latency", runBench},
+		"bench":   {"load tool: produce, consume, e2e, groups throughput and latency", runBench},
 	}
 }
 

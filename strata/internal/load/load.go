@@ -1,7 +1,9 @@
-// Package load is Strata's load tool (`strata bench produce|consume|e2e`): it
-// drives a Wire v2 server through libs/client over N pipelined connections
-// with batches of synthetic records, optionally rate limited, and reports
-// throughput and latency percentiles as text or JSON.
+// Package load is Strata's load tool (`strata bench
+// produce|consume|e2e|groups`): it drives a Wire v2 server through
+// libs/client over N pipelined connections with batches of synthetic
+// records, optionally rate limited, or with consumer-group commands
+// (groups.go), and reports throughput and latency percentiles as text or
+// JSON.
 package load
 
 import (
@@ -24,6 +26,7 @@ const (
 	ModeProduce = "produce"
 	ModeConsume = "consume"
 	ModeE2E     = "e2e"
+	ModeGroups  = "groups"
 )
 
 // Config describes one run.
@@ -33,7 +36,8 @@ type Config struct {
 	// Client holds the connection options (compression, TLS, timeouts).
 	Client client.Options
 	Topic  string
-	// Partitions is used when the tool creates a missing topic (produce, e2e).
+	// Partitions is used when the tool creates a missing topic (produce, e2e,
+	// groups).
 	Partitions int
 	// Conns is the number of connections; Inflight the pipelined requests
 	// per connection (producers) .
@@ -52,12 +56,25 @@ type Config struct {
 	Rate float64
 	// Group, when set, is sent with CONSUME (committed offsets take precedence).
 	Group string
+
+	// groups mode (groups.go); Count counts its operations.
+	// BatchEntries is the entries per BATCH_COMMIT (1..1,024; default
+	// 1,024); a topic the mode creates gets at least that many partitions.
+	BatchEntries int
+	// Mix weighs the commands of the timed loop (zero value: equal parts).
+	Mix Mix
+	// Rejoins is the JOIN+SYNC+LEAVE cycles per connection after the loop
+	// (0: none; the flag's default is 20).
+	Rejoins int
 }
 
 // Defaults fills zero fields.
 func (c *Config) Defaults() {
 	if c.Topic == "" {
 		c.Topic = "strata-bench"
+		if c.Mode == ModeGroups {
+			c.Topic = "strata-bench-groups"
+		}
 	}
 	if c.Partitions <= 0 {
 		c.Partitions = 4
@@ -79,6 +96,12 @@ func (c *Config) Defaults() {
 	}
 	if c.Duration <= 0 && c.Count <= 0 {
 		c.Duration = 10 * time.Second
+	}
+	if c.BatchEntries <= 0 {
+		c.BatchEntries = wire.MaxOffsetEntries
+	}
+	if c.Mix == (Mix{}) {
+		c.Mix = DefaultMix
 	}
 }
 
@@ -118,14 +141,16 @@ type Result struct {
 	Addr        string   `json:"addr"`
 	Topic       string   `json:"topic"`
 	Conns       int      `json:"connections"`
-	RecordSize  int      `json:"record_size"`
-	BatchSize   int      `json:"batch_size"`
-	Acks        string   `json:"acks"`
+	RecordSize  int      `json:"record_size,omitempty"`
+	BatchSize   int      `json:"batch_size,omitempty"`
+	Acks        string   `json:"acks,omitempty"`
 	Compression string   `json:"compression"`
 	Rate        float64  `json:"rate_limit,omitempty"`
 	Produce     *Side    `json:"produce,omitempty"`
 	Consume     *Side    `json:"consume,omitempty"`
 	EndToEnd    *Latency `json:"end_to_end_latency,omitempty"`
+	// Groups is the report of the groups mode (per command figures).
+	Groups *GroupsReport `json:"groups,omitempty"`
 }
 
 // side collects one half's counters across workers.
@@ -170,8 +195,12 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	cfg.Defaults()
 	switch cfg.Mode {
 	case ModeProduce, ModeConsume, ModeE2E:
+	case ModeGroups:
+		if err := cfg.checkGroups(); err != nil {
+			return nil, err
+		}
 	default:
-		return nil, errcode.InvalidParameter.New("mode must be produce, consume or e2e", "param", "mode", "value", cfg.Mode)
+		return nil, errcode.InvalidParameter.New("mode must be produce, consume, e2e or groups", "param", "mode", "value", cfg.Mode)
 	}
 	if !wire.ValidAcks(cfg.Acks) {
 		return nil, errcode.InvalidParameter.New("bad acks", "param", "acks", "value", cfg.Acks)
@@ -190,6 +219,9 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 			return nil, err
 		}
 		clients[i] = c
+	}
+	if cfg.Mode == ModeGroups {
+		return runGroups(ctx, cfg, clients)
 	}
 	md, err := clients[0].Metadata(ctx, cfg.Topic)
 	if err != nil && errcode.CodeOf(err) != errcode.TopicNotFound.Name() {
@@ -311,10 +343,15 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 // new topic's partitions are still opening: leader_not_found), for up to
 // 15 s.
 func retrySetup(ctx context.Context, fn func() error) error {
+	return retryWhile(ctx, fn, errcode.IsRetryable)
+}
+
+// retryWhile retries fn while retry(err) holds, for up to 15 s.
+func retryWhile(ctx context.Context, fn func() error, retry func(error) bool) error {
 	deadline := time.Now().Add(15 * time.Second)
 	for {
 		err := fn()
-		if err == nil || !errcode.IsRetryable(err) || time.Now().After(deadline) {
+		if err == nil || !retry(err) || time.Now().After(deadline) {
 			return err
 		}
 		select {
@@ -499,6 +536,10 @@ func consumeLoop(ctx context.Context, c *client.Client, cfg Config, parts []int3
 
 // WriteText prints the report for people.
 func WriteText(w io.Writer, r *Result) {
+	if r.Groups != nil {
+		writeGroupsText(w, r)
+		return
+	}
 	fmt.Fprintf(w, "strata bench %s: addr=%s topic=%s connections=%d record=%dB batch=%d acks=%s compression=%s",
 		r.Mode, r.Addr, r.Topic, r.Conns, r.RecordSize, r.BatchSize, r.Acks, r.Compression)
 	if r.Rate > 0 {

@@ -14,7 +14,7 @@ import (
 	"github.com/strataio/strata/libs/wire"
 )
 
-const usage = `usage: strata bench produce|consume|e2e [flags]
+const usage = `usage: strata bench produce|consume|e2e|groups [flags]
 
 Drives a Strata client listener (Wire v2) with synthetic records and reports
 throughput (records/s, MB/s of payload) and latency percentiles.
@@ -22,6 +22,10 @@ throughput (records/s, MB/s of payload) and latency percentiles.
   produce  publish batches for --duration or until --count records
   consume  read the topic from offset 0 until drained, --count or --duration
   e2e      produce and consume at once; adds send-to-receive latency
+  groups   one group member per connection runs a --mix of COMMIT_OFFSET,
+           BATCH_COMMIT, HEARTBEAT and FETCH_OFFSET (one request at a time)
+           for --duration or --count operations, then --rejoins
+           JOIN+SYNC+LEAVE cycles; per-command ops/s and latency
 
 flags:
 `
@@ -33,18 +37,21 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.Usage = func() { fmt.Fprint(stderr, usage); fs.PrintDefaults() }
 	var cfg Config
 	addr := fs.String("addr", envOr("STRATA_ADDR", "127.0.0.1:9000"), "server address host:port (env STRATA_ADDR)")
-	fs.StringVar(&cfg.Topic, "topic", "strata-bench", "topic (created with --partitions when missing)")
+	fs.StringVar(&cfg.Topic, "topic", "strata-bench", "topic (created with --partitions when missing; groups: default strata-bench-groups)")
 	fs.IntVar(&cfg.Partitions, "partitions", 4, "partitions of a created topic")
 	fs.IntVar(&cfg.Conns, "conns", 4, "connections")
-	fs.IntVar(&cfg.Inflight, "inflight", 4, "pipelined PUBLISH requests per connection")
+	fs.IntVar(&cfg.Inflight, "inflight", 4, "pipelined PUBLISH requests per connection (not used by groups)")
 	fs.IntVar(&cfg.RecordSize, "record-size", 100, "payload bytes per record (min 8)")
 	fs.IntVar(&cfg.BatchSize, "batch", 100, "records per PUBLISH batch")
 	fs.StringVar(&cfg.Acks, "acks", "1", "acks: 0, 1, all")
 	comp := fs.String("compression", "none", "compression to negotiate: none, gzip, snappy, lz4")
 	fs.DurationVar(&cfg.Duration, "duration", 10*time.Second, "run time (0 with --count: until count)")
-	fs.Int64Var(&cfg.Count, "count", 0, "stop after this many records (0: duration only)")
+	fs.Int64Var(&cfg.Count, "count", 0, "stop after this many records (groups: operations; 0: duration only)")
 	fs.Float64Var(&cfg.Rate, "rate", 0, "records per second over all connections (0: unlimited)")
 	fs.StringVar(&cfg.Group, "group", "", "group sent with CONSUME (committed offsets take precedence)")
+	fs.IntVar(&cfg.BatchEntries, "batch-entries", 1024, "groups: entries per BATCH_COMMIT (max 1024); a created topic gets at least this many partitions")
+	mix := fs.String("mix", DefaultMix.String(), "groups: command weights, e.g. commit=3,fetch=1 (unlisted or 0: not sent)")
+	fs.IntVar(&cfg.Rejoins, "rejoins", 20, "groups: JOIN+SYNC+LEAVE cycles per connection after the timed loop")
 	jsonOut := fs.Bool("json", false, "print the report as JSON")
 	timeout := fs.Duration("timeout", 30*time.Second, "per-request timeout")
 	tlsCA := fs.String("tls-ca", "", "CA bundle (PEM) to verify the server; enables TLS")
@@ -82,10 +89,21 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	cfg.Client = client.Options{Compressions: []wire.Compression{c}, RequestTimeout: *timeout, ClientID: "strata-bench",
 		TLS: tc, Principal: *principal, Token: *token}
-	if cfg.Mode != ModeProduce && cfg.Mode != ModeConsume && cfg.Mode != ModeE2E {
+	if cfg.Mode != ModeProduce && cfg.Mode != ModeConsume && cfg.Mode != ModeE2E && cfg.Mode != ModeGroups {
 		fmt.Fprintf(stderr, "strata bench: unknown mode %q\n", cfg.Mode)
 		fs.Usage()
 		return 2
+	}
+	if cfg.Mode == ModeGroups {
+		if cfg.Mix, err = ParseMix(*mix); err != nil {
+			fmt.Fprintf(stderr, "strata bench: %v\n", err)
+			return 2
+		}
+		topicSet := false
+		fs.Visit(func(f *flag.Flag) { topicSet = topicSet || f.Name == "topic" })
+		if !topicSet {
+			cfg.Topic = "" // Defaults picks the groups mode's own topic
+		}
 	}
 	res, err := Run(ctx, cfg)
 	if err != nil {
