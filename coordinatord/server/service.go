@@ -80,8 +80,12 @@ func (r *Role) write(ctx context.Context, s *shard, vals []offsetlog.Value) erro
 }
 
 // register creates group name with sel in the placeholder e and persists
-// it; on failure the placeholder is abandoned. Caller holds e.mu.
-func (r *Role) register(ctx context.Context, s *shard, e *entry, name string, sel group.Selector) (g *group.Group, err error) {
+// it; on failure the placeholder is abandoned. With more, the records more
+// returns for the new group go into the same append, so they are durable
+// together with the registration or not at all (an error of more writes
+// nothing). Caller holds e.mu.
+func (r *Role) register(ctx context.Context, s *shard, e *entry, name string, sel group.Selector,
+	more func(*group.Group) ([]offsetlog.Value, error)) (g *group.Group, err error) {
 	defer func() {
 		if err != nil {
 			s.abandon(name, e)
@@ -100,7 +104,15 @@ func (r *Role) register(ctx context.Context, s *shard, e *entry, name string, se
 		}
 	}
 	g.LastActivity = r.now()
-	if err := r.write(ctx, s, []offsetlog.Value{offsetlog.Registration(g)}); err != nil {
+	vals := []offsetlog.Value{offsetlog.Registration(g)}
+	if more != nil {
+		extra, err := more(g)
+		if err != nil {
+			return nil, err
+		}
+		vals = append(vals, extra...)
+	}
+	if err := r.write(ctx, s, vals); err != nil {
 		return nil, err
 	}
 	e.g = g
@@ -158,7 +170,7 @@ func (x *service) RegisterGroup(ctx context.Context, req *coordinatorv1.Register
 		e.setTopics()
 		return &coordinatorv1.RegisterGroupResponse{Group: g.Name, Partitions: toProtoTPs(g.Partitions)}, nil
 	}
-	g, err := x.r.register(ctx, s, e, req.GetGroup(), sel)
+	g, err := x.r.register(ctx, s, e, req.GetGroup(), sel, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -176,7 +188,7 @@ func (x *service) JoinGroup(ctx context.Context, req *coordinatorv1.JoinGroupReq
 	defer e.mu.Unlock()
 	g := e.g
 	if g == nil {
-		if g, err = x.r.register(ctx, s, e, req.GetGroup(), group.Selector{Topic: req.GetTopic()}); err != nil {
+		if g, err = x.r.register(ctx, s, e, req.GetGroup(), group.Selector{Topic: req.GetTopic()}, nil); err != nil {
 			return nil, err
 		}
 	}
@@ -343,29 +355,12 @@ func (x *service) BatchCommit(ctx context.Context, req *coordinatorv1.BatchCommi
 	}
 	defer e.mu.Unlock()
 	g := e.g
-	entries := make([]wire.PartitionOffset, len(req.GetOffsets()))
-	for i, e := range req.GetOffsets() {
-		entries[i] = wire.PartitionOffset{Partition: e.GetPartition(), Offset: e.GetOffset()}
-	}
-	res, err := g.CheckBatch(req.GetTopic(), req.GetMember(), req.Generation, entries, req.GetOffsetsList())
+	res, err := g.CheckBatch(req.GetTopic(), req.GetMember(), req.Generation, fromProtoOffsets(req.GetOffsets()), req.GetOffsetsList())
 	if err != nil {
 		return nil, err
 	}
 	if len(res.Write) > 0 {
-		tps := slices.SortedFunc(maps.Keys(res.Write), func(a, b group.TP) int {
-			if a.Less(b) {
-				return -1
-			}
-			if b.Less(a) {
-				return 1
-			}
-			return 0
-		})
-		vals := make([]offsetlog.Value, 0, len(tps))
-		for _, tp := range tps {
-			vals = append(vals, offsetlog.Offset(g.Name, g.Incarnation, tp, res.Write[tp]))
-		}
-		if err := x.r.write(ctx, s, vals); err != nil {
+		if err := x.r.write(ctx, s, offsetValues(g, res.Write)); err != nil {
 			return nil, err
 		}
 		for tp, off := range res.Write {
@@ -375,6 +370,70 @@ func (x *service) BatchCommit(ctx context.Context, req *coordinatorv1.BatchCommi
 	g.LastActivity = x.r.now()
 	x.r.m.commits.Add(float64(res.Batched))
 	return &coordinatorv1.BatchCommitResponse{Batched: int32(res.Batched)}, nil
+}
+
+// ResetOffsets is RESET_OFFSETS: the operator sets committed offsets of a
+// group without active members, down or up (group.CheckReset). A missing
+// group is registered against topic first, in the same append as its
+// offsets; an existing group's entries are one append. A rejected request
+// writes nothing, and the append is all or nothing. Not counted in
+// strata_consumer_group_commits_total, which counts consumer commits.
+func (x *service) ResetOffsets(ctx context.Context, req *coordinatorv1.ResetOffsetsRequest) (*coordinatorv1.ResetOffsetsResponse, error) {
+	s, e, err := x.r.acquire(req.GetGroup(), true)
+	if err != nil {
+		return nil, err
+	}
+	defer e.mu.Unlock()
+	entries := fromProtoOffsets(req.GetOffsets())
+	var write map[group.TP]uint64
+	check := func(g *group.Group) ([]offsetlog.Value, error) {
+		var err error
+		if write, err = g.CheckReset(req.GetTopic(), entries, req.GetOffsetsList()); err != nil {
+			return nil, err
+		}
+		return offsetValues(g, write), nil
+	}
+	g := e.g
+	created := g == nil
+	if created {
+		// An empty topic expands to nothing here; CheckReset then refuses
+		// it (missing_topic) before anything is written.
+		if g, err = x.r.register(ctx, s, e, req.GetGroup(), group.Selector{Topic: req.GetTopic()}, check); err != nil {
+			return nil, err
+		}
+	} else {
+		vals, err := check(g)
+		if err != nil {
+			return nil, err
+		}
+		if err := x.r.write(ctx, s, vals); err != nil {
+			return nil, err
+		}
+	}
+	for tp, off := range write {
+		g.SetOffset(tp, off)
+	}
+	g.LastActivity = x.r.now()
+	x.r.env.Logger.Info("group offsets reset", "group", g.Name, "topic", req.GetTopic(), "entries", len(write), "registered", created)
+	return &coordinatorv1.ResetOffsetsResponse{Entries: int32(len(write)), Created: created}, nil
+}
+
+func fromProtoOffsets(l []*coordinatorv1.PartitionOffset) []wire.PartitionOffset {
+	out := make([]wire.PartitionOffset, len(l))
+	for i, e := range l {
+		out[i] = wire.PartitionOffset{Partition: e.GetPartition(), Offset: e.GetOffset()}
+	}
+	return out
+}
+
+// offsetValues returns the offset records of write, sorted by partition.
+func offsetValues(g *group.Group, write map[group.TP]uint64) []offsetlog.Value {
+	tps := group.SortTPs(slices.Collect(maps.Keys(write)))
+	vals := make([]offsetlog.Value, 0, len(tps))
+	for _, tp := range tps {
+		vals = append(vals, offsetlog.Offset(g.Name, g.Incarnation, tp, write[tp]))
+	}
+	return vals
 }
 
 func (x *service) FetchOffset(ctx context.Context, req *coordinatorv1.FetchOffsetRequest) (*coordinatorv1.FetchOffsetResponse, error) {

@@ -80,6 +80,10 @@ func (g *Role) handle(ctx context.Context, c *conn, cmd wire.Command, h wire.Hea
 		return g.cmdBatchCommit(ctx, out, r)
 	case wire.CmdFetchOffset:
 		return g.cmdFetchOffset(ctx, out, r)
+	case wire.CmdDeleteGroup:
+		return g.cmdDeleteGroup(ctx, out, r)
+	case wire.CmdResetOffsets:
+		return g.cmdResetOffsets(ctx, out, r)
 	}
 	return nil, unsupported(cmd)
 }
@@ -103,8 +107,9 @@ func unsupported(cmd wire.Command) error {
 	return errcode.UnsupportedFeature.New(what, "command", cmd.String())
 }
 
-// helpCommands is the HELP list: every client command of the connection's
-// table in wire-id order, without NEGOTIATE and internal commands.
+// cmdHelp answers the HELP list: every client command of the connection's
+// table in wire-id order (Strata's extension commands last), without
+// NEGOTIATE and internal commands.
 func (g *Role) cmdHelp(out []byte, t *wire.CommandTable) ([]byte, error) {
 	var names []string
 	for _, c := range t.Commands() {

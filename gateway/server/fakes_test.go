@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"net"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -322,12 +323,17 @@ func (f *fakePartition) ListOffsets(ctx context.Context, req *partitionv1.ListOf
 }
 
 // fakeCoordinator keeps committed offsets and answers group commands with
-// fixed shapes.
+// fixed shapes. Group "busy" has an active member (group_not_empty).
 type fakeCoordinator struct {
 	coordinatorv1.UnimplementedCoordinatorServiceServer
 	mu        sync.Mutex
 	committed map[string]uint64
+	lastReset *coordinatorv1.ResetOffsetsRequest
 	joins     atomic.Int32
+	// notCoord makes the next n DeleteGroup/ResetOffsets calls answer
+	// NOT_COORDINATOR naming redirect.
+	notCoord atomic.Int32
+	redirect string
 }
 
 func newFakeCoordinator() *fakeCoordinator { return &fakeCoordinator{committed: map[string]uint64{}} }
@@ -377,6 +383,70 @@ func (f *fakeCoordinator) FetchOffset(ctx context.Context, req *coordinatorv1.Fe
 	defer f.mu.Unlock()
 	o, ok := f.committed[offKey(req.GetGroup(), req.GetTopic(), req.GetPartition())]
 	return &coordinatorv1.FetchOffsetResponse{Offset: o, Found: ok}, nil
+}
+
+// moved answers NOT_COORDINATOR while notCoord is positive.
+func (f *fakeCoordinator) moved(group string) error {
+	for {
+		n := f.notCoord.Load()
+		if n <= 0 {
+			return nil
+		}
+		if f.notCoord.CompareAndSwap(n, n-1) {
+			break
+		}
+	}
+	return errcode.NotCoordinator.New("group is coordinated by another node", "coordinator_id", "c2",
+		"coordinator_address", f.redirect, "group", group)
+}
+
+func busy(group string) error {
+	return errcode.GroupNotEmpty.New("group has active members", "group", group, "members", "1")
+}
+
+func (f *fakeCoordinator) DeleteGroup(ctx context.Context, req *coordinatorv1.DeleteGroupRequest) (*coordinatorv1.DeleteGroupResponse, error) {
+	if err := f.moved(req.GetGroup()); err != nil {
+		return nil, err
+	}
+	if req.GetGroup() == "busy" {
+		return nil, busy(req.GetGroup())
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	found := false
+	for k := range f.committed {
+		if strings.HasPrefix(k, req.GetGroup()+"|") {
+			delete(f.committed, k)
+			found = true
+		}
+	}
+	if !found {
+		return nil, errcode.GroupNotFound.New("group is not registered", "group", req.GetGroup())
+	}
+	return &coordinatorv1.DeleteGroupResponse{Deleted: true}, nil
+}
+
+func (f *fakeCoordinator) ResetOffsets(ctx context.Context, req *coordinatorv1.ResetOffsetsRequest) (*coordinatorv1.ResetOffsetsResponse, error) {
+	if err := f.moved(req.GetGroup()); err != nil {
+		return nil, err
+	}
+	if req.GetGroup() == "busy" {
+		return nil, busy(req.GetGroup())
+	}
+	list, err := wire.ParseOffsetList(req.GetOffsetsList())
+	if err != nil {
+		return nil, err
+	}
+	if p, dup := wire.DuplicatePartition(list); dup {
+		return nil, errcode.DuplicatePartition.New("repeat", "partition", strconv.Itoa(int(p)), "group", req.GetGroup(), "topic", req.GetTopic())
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.lastReset = req
+	for _, o := range list {
+		f.committed[offKey(req.GetGroup(), req.GetTopic(), o.Partition)] = o.Offset
+	}
+	return &coordinatorv1.ResetOffsetsResponse{Entries: int32(len(list))}, nil
 }
 
 func (f *fakeCoordinator) GroupStatus(ctx context.Context, req *coordinatorv1.GroupStatusRequest) (*coordinatorv1.GroupStatusResponse, error) {

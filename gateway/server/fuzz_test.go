@@ -20,6 +20,7 @@ func FuzzCommandParams(f *testing.F) {
 		"PUBLISH topic=t acks=all producerId=p seqNum=1 epoch=-1 isIdempotent=true partition=2 message=hello world",
 		"BATCH_COMMIT topic=t group=g member=m generation=3 offsets=P0:1,P1:2",
 		"BATCH_COMMIT topic=t group=g member=m generation=x P0:1",
+		"RESET_OFFSETS group=g topic=t offsets=P0:0,P3:18446744073709551615",
 		"CREATE topic=a.b partitions=-1 retention_hours=99999999999999999999 idempotent=maybe",
 		"CONSUME topic=?? partition=99999999999 offset=-1 member=",
 	} {

@@ -357,10 +357,11 @@ func (g *Role) cmdCommitOffset(ctx context.Context, out []byte, r *wire.Request)
 	return wire.AppendOK(out), nil
 }
 
-// batchOffsets reads BATCH_COMMIT's raw list: the offsets field, or (as the
-// Python and Java SDKs send it) exactly one positional. The coordinator
-// parses it after checking member and generation (spec 4.5 order), so the
-// gateway forwards the text unparsed.
+// batchOffsets reads the raw list of BATCH_COMMIT (and RESET_OFFSETS): the
+// offsets field, or (as the Python and Java SDKs send BATCH_COMMIT's)
+// exactly one positional. The coordinator parses it after checking member
+// and generation (spec 4.5 order), so the gateway forwards the text
+// unparsed.
 func batchOffsets(r *wire.Request) (string, error) {
 	v, ok := r.Get("offsets")
 	if !ok {
@@ -435,6 +436,56 @@ func (g *Role) cmdFetchOffset(ctx context.Context, out []byte, r *wire.Request) 
 		return nil, err
 	}
 	return wire.AppendOKUint(wire.AppendOK(out), "offset", resp.GetOffset()), nil
+}
+
+// cmdDeleteGroup is DELETE_GROUP (Strata extension command, admin): the
+// coordinator tombstones the group's offsets, then the group; a group with
+// active members is group_not_empty.
+func (g *Role) cmdDeleteGroup(ctx context.Context, out []byte, r *wire.Request) ([]byte, error) {
+	group, err := required(r, "group")
+	if err != nil {
+		return nil, err
+	}
+	err = g.callCoordinator(ctx, group, func(c coordinatorv1.CoordinatorServiceClient) error {
+		_, err := c.DeleteGroup(ctx, &coordinatorv1.DeleteGroupRequest{Group: group})
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	out = wire.AppendOKField(wire.AppendOK(out), "group", group)
+	return wire.AppendOKBool(out, "deleted", true), nil
+}
+
+// cmdResetOffsets is RESET_OFFSETS (Strata extension command, admin): set
+// committed offsets of a group without active members, down or up. The
+// offset list follows BATCH_COMMIT's rules and travels raw; the coordinator
+// parses and checks it.
+func (g *Role) cmdResetOffsets(ctx context.Context, out []byte, r *wire.Request) ([]byte, error) {
+	group, err := required(r, "group")
+	if err != nil {
+		return nil, err
+	}
+	topic, err := required(r, "topic")
+	if err != nil {
+		return nil, err
+	}
+	list, err := batchOffsets(r)
+	if err != nil {
+		return nil, err
+	}
+	req := &coordinatorv1.ResetOffsetsRequest{Group: group, Topic: topic, OffsetsList: list}
+	var resp *coordinatorv1.ResetOffsetsResponse
+	err = g.callCoordinator(ctx, group, func(c coordinatorv1.CoordinatorServiceClient) (err error) {
+		resp, err = c.ResetOffsets(ctx, req)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	out = wire.AppendOKField(wire.AppendOK(out), "group", group)
+	out = wire.AppendOKField(out, "topic", topic)
+	return wire.AppendOKInt(out, "reset", int64(resp.GetEntries())), nil
 }
 
 func sortStrings(s []string) { slices.Sort(s) }

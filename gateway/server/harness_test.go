@@ -24,6 +24,7 @@ import (
 
 // cluster is a gateway in front of fake metad, partitiond and coordinatord.
 type cluster struct {
+	ca    *pkitest.PKI
 	gw    *Role
 	meta  *fakeMetad
 	part  *fakePartition
@@ -41,7 +42,7 @@ func startCluster(t testing.TB, tune func(*Config)) *cluster {
 func startClusterTraced(t testing.TB, tune func(*Config), tr *telemetry.Tracing) *cluster {
 	t.Helper()
 	ca := pkitest.New(t)
-	c := &cluster{meta: newFakeMetad(), part: newFakePartition(), coord: newFakeCoordinator()}
+	c := &cluster{ca: ca, meta: newFakeMetad(), part: newFakePartition(), coord: newFakeCoordinator()}
 	var tel rpc.Telemetry
 	if tr != nil {
 		tel = rpc.Telemetry{TracerProvider: tr.Provider, Propagator: tr.Propagator}
@@ -154,6 +155,26 @@ func dial(t testing.TB, addr string, comp wire.Compression) *client {
 		t.Fatalf("negotiation response %+v, %v", resp, err)
 	}
 	return &client{t: t, nc: nc, fr: fr, codec: wire.Codec{Table: wire.TableA, Compression: comp, Limits: wire.PublicLimits}}
+}
+
+// dialTableB negotiates as a Python-SDK client would (table B: NEGOTIATE
+// 47), with gzip.
+func dialTableB(t testing.TB, addr string) *client {
+	t.Helper()
+	nc := dialRaw(t, addr)
+	fr := wire.NewFrameReader(nc)
+	p, _ := wire.NegotiationRequest{MinVersion: 2, MaxVersion: 2, Compressions: []wire.Compression{wire.CompressionGzip, wire.CompressionNone}}.AppendTo(nil)
+	neg := wire.Codec{Table: wire.TableB, Limits: wire.NegotiationLimits}
+	frame, _ := neg.AppendFrame(nil, wire.Header{Kind: wire.KindNegotiationRequest, Command: wire.TableB.NegotiateID()}, p)
+	if _, err := nc.Write(frame); err != nil {
+		t.Fatal(err)
+	}
+	nc.SetReadDeadline(time.Now().Add(5 * time.Second))
+	f, err := fr.ReadFrame(&wire.Codec{Table: wire.TableB, Limits: wire.PublicLimits})
+	if err != nil || f.Header.Command != 47 {
+		t.Fatalf("negotiation %+v %v", f.Header, err)
+	}
+	return &client{t: t, nc: nc, fr: fr, codec: wire.Codec{Table: wire.TableB, Compression: wire.CompressionGzip, Limits: wire.PublicLimits}}
 }
 
 // send writes one request and returns its request id.

@@ -413,20 +413,9 @@ func TestIdleTimeoutKeepsConnection(t *testing.T) {
 // A Python-SDK client (table B: NEGOTIATE 47) gets its own command ids back.
 func TestTableBClientSeesItsIDs(t *testing.T) {
 	c := startCluster(t, nil)
-	nc := dialRaw(t, c.addr)
-	fr := wire.NewFrameReader(nc)
-	p, _ := wire.NegotiationRequest{MinVersion: 2, MaxVersion: 2, Compressions: []wire.Compression{wire.CompressionGzip, wire.CompressionNone}}.AppendTo(nil)
-	neg := wire.Codec{Table: wire.TableB, Limits: wire.NegotiationLimits}
-	frame, _ := neg.AppendFrame(nil, wire.Header{Kind: wire.KindNegotiationRequest, Command: wire.TableB.NegotiateID()}, p)
-	nc.Write(frame)
-	nc.SetReadDeadline(time.Now().Add(5 * time.Second))
-	f, err := fr.ReadFrame(&wire.Codec{Table: wire.TableB, Limits: wire.PublicLimits})
-	if err != nil || f.Header.Command != 47 {
-		t.Fatalf("negotiation %+v %v", f.Header, err)
-	}
-	cl := &client{t: t, nc: nc, fr: fr, codec: wire.Codec{Table: wire.TableB, Compression: wire.CompressionGzip, Limits: wire.PublicLimits}}
+	cl := dialTableB(t, c.addr)
 	id := cl.sendText("FIND_COORDINATOR group=g")
-	f = cl.read()
+	f := cl.read()
 	if want, _ := wire.TableB.ID(wire.CmdFindCoordinator); f.Header.Command != want || f.Header.RequestID != id || f.Header.Status != wire.StatusOK {
 		t.Fatalf("reply %+v %q (want command id %d)", f.Header, f.Payload, want)
 	}

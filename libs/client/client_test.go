@@ -584,3 +584,73 @@ func TestUnbuiltCommandsPassTheTypedErrorThrough(t *testing.T) {
 		t.Fatal("requests not sent")
 	}
 }
+
+// DeleteGroup and ResetOffsets send the extension commands and map their
+// answers: reset moves offsets down, a missing group is registered, active
+// groups are group_not_empty, bad lists fail before anything is sent.
+func TestGroupAdminCommands(t *testing.T) {
+	b := startBroker(t, fakebroker.Options{})
+	c := dial(t, b, client.Options{})
+	ctx := testCtx(t)
+	if _, err := c.CreateTopic(ctx, client.TopicConfig{Name: "t", Partitions: 2}); err != nil {
+		t.Fatal(err)
+	}
+	jr, err := c.JoinGroup(ctx, "g", "m", "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.BatchCommit(ctx, "t", "g", jr.Member, jr.Generation, []wire.PartitionOffset{{Partition: 0, Offset: 9}, {Partition: 1, Offset: 4}}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.ResetOffsets(ctx, "g", "t", []wire.PartitionOffset{{Partition: 0, Offset: 1}})
+	mustCode(t, err, errcode.GroupNotEmpty)
+	mustCode(t, c.DeleteGroup(ctx, "g"), errcode.GroupNotEmpty)
+	if err := c.LeaveGroup(ctx, "t", "g", jr.Member); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name    string
+		group   string
+		offsets []wire.PartitionOffset
+		n       int
+		want    map[int32]uint64
+	}{
+		{name: "lowers and raises", group: "g", offsets: []wire.PartitionOffset{{Partition: 0, Offset: 2}, {Partition: 1, Offset: 50}}, n: 2,
+			want: map[int32]uint64{0: 2, 1: 50}},
+		{name: "registers a missing group", group: "new", offsets: []wire.PartitionOffset{{Partition: 1, Offset: 3}}, n: 1,
+			want: map[int32]uint64{1: 3}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			n, err := c.ResetOffsets(ctx, tc.group, "t", tc.offsets)
+			if err != nil || n != tc.n {
+				t.Fatalf("ResetOffsets = %d %v", n, err)
+			}
+			for p, w := range tc.want {
+				if v, ok := b.Committed("t", tc.group, p); !ok || v != w {
+					t.Fatalf("P%d committed %d %v, want %d", p, v, ok, w)
+				}
+			}
+		})
+	}
+	before := b.Requests(wire.CmdResetOffsets)
+	_, err = c.ResetOffsets(ctx, "g", "t", nil)
+	mustCode(t, err, errcode.NoValidOffsets)
+	_, err = c.ResetOffsets(ctx, "g", "t", []wire.PartitionOffset{{Partition: -1, Offset: 1}})
+	mustCode(t, err, errcode.InvalidBatchCommitEntry)
+	if b.Requests(wire.CmdResetOffsets) != before {
+		t.Fatal("an invalid list was sent")
+	}
+	_, err = c.ResetOffsets(ctx, "g", "t", []wire.PartitionOffset{{Partition: 7, Offset: 1}})
+	mustCode(t, err, errcode.PartitionNotFound)
+	if err := c.DeleteGroup(ctx, "g"); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := b.Committed("t", "g", 1); ok {
+		t.Fatal("offsets survive DeleteGroup")
+	}
+	mustCode(t, c.DeleteGroup(ctx, "g"), errcode.GroupNotFound)
+	r, err := c.ListGroups(ctx)
+	if err != nil || r.Value("groups") != "new" {
+		t.Fatalf("groups after delete %q %v", r.Text, err)
+	}
+}

@@ -108,6 +108,39 @@ func (c *Client) FetchOffset(ctx context.Context, topic string, partition int32,
 	return r.Uint("offset")
 }
 
+// DeleteGroup deletes a group without active members and its committed
+// offsets (DELETE_GROUP, a Strata extension command; admin). A group with
+// members is group_not_empty, an unknown one group_not_found.
+func (c *Client) DeleteGroup(ctx context.Context, group string) error {
+	r, err := c.ok(ctx, wire.CmdDeleteGroup, params("group", group))
+	if err != nil {
+		return err
+	}
+	if !r.Bool("deleted") {
+		return errcode.DecodeFailed.New("DELETE_GROUP reply lacks deleted=true", "payload", "ok_text", "reply", r.Text)
+	}
+	return nil
+}
+
+// ResetOffsets sets the committed next offsets of partitions of topic for a
+// group without active members, down or up (RESET_OFFSETS, a Strata
+// extension command; admin), and returns how many entries the server wrote.
+// A missing group is registered against topic first. The list follows
+// BATCH_COMMIT's rules (at most 1,024 entries, each partition once); any
+// error changes nothing.
+func (c *Client) ResetOffsets(ctx context.Context, group, topic string, offsets []wire.PartitionOffset) (int, error) {
+	list, err := wire.AppendOffsetList(nil, offsets)
+	if err != nil {
+		return 0, err
+	}
+	r, err := c.ok(ctx, wire.CmdResetOffsets, params("group", group, "topic", topic, "offsets", string(list)))
+	if err != nil {
+		return 0, err
+	}
+	n, err := r.Int("reset")
+	return int(n), err
+}
+
 // GroupStatus is the GROUP_STATUS JSON (spec 2.3).
 type GroupStatus struct {
 	GroupName      string          `json:"group_name"`

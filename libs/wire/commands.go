@@ -30,6 +30,7 @@ const (
 	CmdConsume
 	CmdCreate
 	CmdDelete
+	CmdDeleteGroup
 	CmdDescribe
 	CmdElectLeader
 	CmdEndTxn
@@ -63,6 +64,7 @@ const (
 	CmdReplicaCatchup
 	CmdReplicateMessage
 	CmdReplicateSnapshot
+	CmdResetOffsets
 	CmdSaveSnapshot
 	CmdSendOffsetsToTxn
 	CmdStream
@@ -119,7 +121,15 @@ type CommandInfo struct {
 	Internal bool
 	// Reply is how the command is answered.
 	Reply Reply
+	// Extension marks Strata's own commands, absent from every published
+	// numbering: they take ids from FirstExtensionID up, the same id in
+	// both tables, so no published id moves (docs/decisions.md).
+	Extension bool
 }
+
+// FirstExtensionID is the lowest wire id of an extension command. Published
+// ids stay below it (0-56 today), leaving the SDKs room to grow.
+const FirstExtensionID = 1000
 
 // commandRow is one line of the registry: the command, its metadata and its id
 // in each published numbering (0 = absent from that table).
@@ -129,7 +139,8 @@ type commandRow struct {
 	a, b uint16
 }
 
-// commandRows is the single registry of every command (WIRE-V2 section 5).
+// commandRows is the single registry of every command (WIRE-V2 section 5,
+// then Strata's extension commands).
 // Column a is table A (Go conformance testdata 578ffe2 = Java 2568898, the
 // canonical numbering); column b is table B (Python 26d7aa7: TXN_APPEND_STREAM
 // at 29, later ids +1, no BROWSE_MESSAGES / READ_STREAM_HISTORY). Both columns
@@ -191,6 +202,9 @@ var commandRows = [...]commandRow{
 	{CmdTxnAppendStream, CommandInfo{Name: "TXN_APPEND_STREAM"}, 54, 29},
 	{CmdBrowseMessages, CommandInfo{Name: "BROWSE_MESSAGES", Reply: ReplyTwoFrames}, 55, 0},
 	{CmdReadStreamHistory, CommandInfo{Name: "READ_STREAM_HISTORY", Reply: ReplyTwoFrames}, 56, 0},
+	// Strata extension commands (admin): the same id in both tables.
+	{CmdDeleteGroup, CommandInfo{Name: "DELETE_GROUP", Extension: true}, 1000, 1000},
+	{CmdResetOffsets, CommandInfo{Name: "RESET_OFFSETS", Extension: true}, 1001, 1001},
 }
 
 var (
@@ -198,11 +212,13 @@ var (
 	commandByName = make(map[string]Command, numCommands)
 
 	// TableA is the canonical numbering (newest Go and Java SDKs): NEGOTIATE
-	// is 46, TXN_APPEND_STREAM 54, BROWSE_MESSAGES 55, READ_STREAM_HISTORY 56.
+	// is 46, TXN_APPEND_STREAM 54, BROWSE_MESSAGES 55, READ_STREAM_HISTORY 56;
+	// plus Strata's extension commands (DELETE_GROUP 1000, RESET_OFFSETS 1001).
 	TableA = &CommandTable{name: "A"}
 	// TableB is the numbering of the newest Python SDK: TXN_APPEND_STREAM at
 	// 29, every later command one higher than in TableA (NEGOTIATE 47), and
-	// no BROWSE_MESSAGES or READ_STREAM_HISTORY.
+	// no BROWSE_MESSAGES or READ_STREAM_HISTORY; the extension commands keep
+	// their table A ids.
 	TableB = &CommandTable{name: "B"}
 )
 
@@ -210,6 +226,11 @@ func init() {
 	for _, r := range commandRows {
 		if commandInfos[r.cmd].Name != "" {
 			panic("wire: command listed twice: " + r.info.Name)
+		}
+		for _, id := range []uint16{r.a, r.b} {
+			if id != 0 && (id >= FirstExtensionID) != r.info.Extension {
+				panic("wire: id " + strconv.Itoa(int(id)) + " of " + r.info.Name + " is on the wrong side of FirstExtensionID")
+			}
 		}
 		commandInfos[r.cmd] = r.info
 		commandByName[r.info.Name] = r.cmd
@@ -248,6 +269,10 @@ func (c Command) IsInternal() bool { return c.Info().Internal }
 
 // Reply returns how c is answered.
 func (c Command) Reply() Reply { return c.Info().Reply }
+
+// IsExtension reports whether c is a Strata extension command (not part of
+// published Wire v2).
+func (c Command) IsExtension() bool { return c.Info().Extension }
 
 // CommandByName maps a command name to its Command, independent of any
 // numbering. Names are matched case-insensitively after trimming surrounding
@@ -311,7 +336,8 @@ func (t *CommandTable) ByName(name string) (Command, bool) {
 	return c, true
 }
 
-// Commands returns the table's commands in wire-id order.
+// Commands returns the table's commands in wire-id order, extension
+// commands last.
 func (t *CommandTable) Commands() []Command {
 	out := make([]Command, 0, len(t.byID))
 	for _, c := range t.byID {

@@ -1,13 +1,18 @@
 package wire
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 func TestCommandRegistryCoversBothTables(t *testing.T) {
-	if n := len(TableA.Commands()); n != 56 {
-		t.Fatalf("table A has %d commands, want 56", n)
+	// 56 published commands plus the 2 Strata extension commands; table B
+	// lacks BROWSE_MESSAGES and READ_STREAM_HISTORY.
+	if n := len(TableA.Commands()); n != 58 {
+		t.Fatalf("table A has %d commands, want 58", n)
 	}
-	if n := len(TableB.Commands()); n != 54 {
-		t.Fatalf("table B has %d commands, want 54", n)
+	if n := len(TableB.Commands()); n != 56 {
+		t.Fatalf("table B has %d commands, want 56", n)
 	}
 	for c := Command(1); int(c) <= numCommands; c++ {
 		a, okA := TableA.ID(c)
@@ -71,6 +76,56 @@ func TestCommandTablesDifferWhereThePublishedSDKsDo(t *testing.T) {
 	}
 	if _, ok := TableB.ByID(55); ok {
 		t.Error("id 55 must be unknown in table B")
+	}
+}
+
+// The extension commands sit at the same ids in both tables, far above the
+// published ones, which they leave untouched; the ids between are unknown.
+func TestExtensionCommandsHaveTheSameIDInBothTables(t *testing.T) {
+	for _, tc := range []struct {
+		c    Command
+		name string
+		id   uint16
+	}{
+		{CmdDeleteGroup, "DELETE_GROUP", 1000},
+		{CmdResetOffsets, "RESET_OFFSETS", 1001},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.c.String() != tc.name || !tc.c.IsExtension() || tc.c.IsInternal() || tc.c.Reply() != ReplyOne {
+				t.Fatalf("%v: info %+v", tc.c, tc.c.Info())
+			}
+			for _, tb := range []*CommandTable{TableA, TableB} {
+				if id, ok := tb.ID(tc.c); !ok || id != tc.id {
+					t.Fatalf("table %s id %d %v, want %d", tb.Name(), id, ok, tc.id)
+				}
+				if c, ok := tb.ByID(tc.id); !ok || c != tc.c {
+					t.Fatalf("table %s ByID(%d) = %v %v", tb.Name(), tc.id, c, ok)
+				}
+				if c, ok := tb.ByName(strings.ToLower(tc.name)); !ok || c != tc.c {
+					t.Fatalf("table %s ByName = %v %v", tb.Name(), c, ok)
+				}
+			}
+		})
+	}
+	for _, tb := range []*CommandTable{TableA, TableB} {
+		for _, id := range []uint16{57, 100, 999, 1002, 65535} {
+			if c, ok := tb.ByID(id); ok {
+				t.Errorf("table %s: id %d must be unknown, is %v", tb.Name(), id, c)
+			}
+		}
+		for _, c := range tb.Commands() {
+			id, _ := tb.ID(c)
+			if c.IsExtension() != (id >= FirstExtensionID) {
+				t.Errorf("table %s: %v at id %d (extension %v)", tb.Name(), c, id, c.IsExtension())
+			}
+		}
+	}
+	// Every published id is where it was: the extensions moved nothing.
+	if id, _ := TableA.ID(CmdReadStreamHistory); id != 56 {
+		t.Errorf("READ_STREAM_HISTORY moved to %d", id)
+	}
+	if id, _ := TableB.ID(CmdAggregateEventRangeRead); id != 54 {
+		t.Errorf("table B AGGREGATE_EVENT_RANGE_READ moved to %d", id)
 	}
 }
 

@@ -115,8 +115,13 @@ func TestVectorCommandIDsMatchTables(t *testing.T) {
 	for _, vf := range vectorFiles {
 		t.Run(vf.name, func(t *testing.T) {
 			f, _ := loadVectors(t, vf.name)
+			// The published numbering only: Strata's extension commands
+			// (ids from FirstExtensionID) are in no SDK's file.
 			ours := map[string]uint16{}
 			for _, c := range vf.table.Commands() {
+				if c.IsExtension() {
+					continue
+				}
 				id, _ := vf.table.ID(c)
 				ours[c.String()] = id
 			}

@@ -158,7 +158,7 @@ func TestBlackboxTopicAdmin(t *testing.T) {
 		for _, want := range []string{"CREATE", "ALTER_TOPIC_CONFIG", "DELETE", "TRUNCATE", "LIST", "HELP", "DESCRIBE", "METADATA",
 			"LIST_OFFSETS", "CLUSTER_STATUS", "ELECT_LEADER", "PUBLISH", "CONSUME", "STREAM", "JOIN_GROUP", "SYNC_GROUP",
 			"HEARTBEAT", "LEAVE_GROUP", "COMMIT_OFFSET", "FETCH_OFFSET", "BATCH_COMMIT", "GROUP_STATUS", "FIND_COORDINATOR",
-			"LIST_GROUPS", "REGISTER_GROUP", "EXIT"} {
+			"LIST_GROUPS", "REGISTER_GROUP", "EXIT", "DELETE_GROUP", "RESET_OFFSETS"} {
 			if !contains(names, want) {
 				t.Fatalf("HELP lacks %s: %s", want, help)
 			}

@@ -379,6 +379,38 @@ func (g *Group) CheckCommit(topic string, partition int32, offset uint64, member
 	return tp, true, nil
 }
 
+// offsetEntries returns the entries of an offset list command (BATCH_COMMIT,
+// RESET_OFFSETS) on topic: the structured entries, or raw parsed when there
+// are none, at most 1,024 (invalid_batch_commit_entry with a reason), no
+// negative partition, no partition twice (duplicate_partition); nothing at
+// all is no_valid_offsets.
+func (g *Group) offsetEntries(topic string, entries []wire.PartitionOffset, raw string) ([]wire.PartitionOffset, error) {
+	if len(entries) == 0 {
+		if raw == "" {
+			return nil, errcode.NoValidOffsets.New("offsets is empty")
+		}
+		var err error
+		if entries, err = wire.ParseOffsetList(raw); err != nil {
+			return nil, err
+		}
+	}
+	if len(entries) > wire.MaxOffsetEntries {
+		return nil, errcode.InvalidBatchCommitEntry.New("more than 1,024 offset entries",
+			"reason", "too_many_entries", "count", strconv.Itoa(len(entries)))
+	}
+	for _, e := range entries {
+		if e.Partition < 0 {
+			return nil, errcode.InvalidBatchCommitEntry.New("negative partition", "reason", "bad_partition",
+				"entry", fmt.Sprintf("P%d:%d", e.Partition, e.Offset))
+		}
+	}
+	if p, dup := wire.DuplicatePartition(entries); dup {
+		return nil, errcode.DuplicatePartition.New("partition repeats in the list",
+			"partition", strconv.FormatInt(int64(p), 10), "group", g.Name, "topic", topic)
+	}
+	return entries, nil
+}
+
 // BatchResult is what an accepted BATCH_COMMIT writes and answers.
 type BatchResult struct {
 	// Write holds the entries above their committed offset, to persist.
@@ -401,27 +433,8 @@ func (g *Group) CheckBatch(topic, member string, gen *uint64, entries []wire.Par
 	if err != nil {
 		return BatchResult{}, err
 	}
-	if len(entries) == 0 {
-		if raw == "" {
-			return BatchResult{}, errcode.NoValidOffsets.New("offsets is empty")
-		}
-		if entries, err = wire.ParseOffsetList(raw); err != nil {
-			return BatchResult{}, err
-		}
-	}
-	if len(entries) > wire.MaxOffsetEntries {
-		return BatchResult{}, errcode.InvalidBatchCommitEntry.New("more than 1,024 offset entries",
-			"reason", "too_many_entries", "count", strconv.Itoa(len(entries)))
-	}
-	for _, e := range entries {
-		if e.Partition < 0 {
-			return BatchResult{}, errcode.InvalidBatchCommitEntry.New("negative partition", "reason", "bad_partition",
-				"entry", fmt.Sprintf("P%d:%d", e.Partition, e.Offset))
-		}
-	}
-	if p, dup := wire.DuplicatePartition(entries); dup {
-		return BatchResult{}, errcode.DuplicatePartition.New("partition repeats in the batch",
-			"partition", strconv.FormatInt(int64(p), 10), "group", g.Name, "topic", topic)
+	if entries, err = g.offsetEntries(topic, entries, raw); err != nil {
+		return BatchResult{}, err
 	}
 	owned := make(map[TP]bool, len(g.Members[member].Assigned))
 	for _, tp := range g.Members[member].Assigned {
@@ -451,4 +464,39 @@ func (g *Group) CheckBatch(topic, member string, gen *uint64, entries []wire.Par
 			"reason", "all_entries_below_committed")
 	}
 	return res, nil
+}
+
+// CheckReset validates RESET_OFFSETS, the operator's reset of committed
+// offsets (Kafka's kafka-consumer-groups --reset-offsets): the group has no
+// active members (group_not_empty), topic is given (missing_topic) and
+// selected by the group (topic_not_assigned_to_group), the entries follow
+// BATCH_COMMIT's list rules, and every partition is in the group's expansion
+// (partition_not_found). Offsets may move down or up, and an entry equal to
+// the committed offset is written too. It returns every entry to write; any
+// failure rejects the whole request.
+func (g *Group) CheckReset(topic string, entries []wire.PartitionOffset, raw string) (map[TP]uint64, error) {
+	if topic == "" {
+		return nil, errcode.MissingTopic.New("topic is required", "param", "topic", "command", "RESET_OFFSETS")
+	}
+	if len(g.Members) > 0 {
+		return nil, errcode.GroupNotEmpty.New("offsets can only be reset while the group has no active members",
+			"group", g.Name, "members", strconv.Itoa(len(g.Members)))
+	}
+	if err := g.checkTopic(topic); err != nil {
+		return nil, err
+	}
+	entries, err := g.offsetEntries(topic, entries, raw)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[TP]uint64, len(entries))
+	for _, e := range entries {
+		tp := TP{Topic: topic, Partition: e.Partition}
+		if !g.HasPartition(tp) {
+			return nil, errcode.PartitionNotFound.New("partition is not in the group's expansion of the topic",
+				"topic", topic, "partition", strconv.FormatInt(int64(e.Partition), 10))
+		}
+		out[tp] = e.Offset
+	}
+	return out, nil
 }

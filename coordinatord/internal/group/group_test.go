@@ -2,6 +2,7 @@ package group
 
 import (
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"regexp"
 	"slices"
@@ -455,5 +456,94 @@ func TestMultiTopicGroup(t *testing.T) {
 	}
 	if got := g.Topics(); !slices.Equal(got, []string{"a", "b"}) {
 		t.Fatal(got)
+	}
+}
+
+func TestResetRules(t *testing.T) {
+	idle := newTopicGroup(4)
+	idle.SetOffset(TP{"orders", 1}, 50)
+	idle.SetOffset(TP{"orders", 2}, 7)
+	active := newTopicGroup(4)
+	join(t, active, "a", t0, seq())
+	sel := Selector{Topics: []string{"orders", "payments"}}
+	parts, err := Expand(sel, map[string]int32{"orders": 2, "payments": 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	multi := New("m", sel, parts, 1)
+	many := make([]string, 1025)
+	manyEntries := make([]wire.PartitionOffset, 1025)
+	for i := range many {
+		many[i] = fmt.Sprintf("P%d:1", i)
+		manyEntries[i] = wire.PartitionOffset{Partition: int32(i), Offset: 1}
+	}
+	for _, tc := range []struct {
+		name    string
+		g       *Group
+		topic   string
+		entries []wire.PartitionOffset
+		raw     string
+		code    string
+		fields  map[string]string
+		want    map[TP]uint64
+	}{
+		{name: "lowers an offset", g: idle, topic: "orders", raw: "P1:5", want: map[TP]uint64{{"orders", 1}: 5}},
+		{name: "raises an offset", g: idle, topic: "orders", raw: "P2:900", want: map[TP]uint64{{"orders", 2}: 900}},
+		{name: "equal offset is written too", g: idle, topic: "orders", raw: "P1:50", want: map[TP]uint64{{"orders", 1}: 50}},
+		{name: "partition without an offset", g: idle, topic: "orders", raw: "P0:0,P3:12",
+			want: map[TP]uint64{{"orders", 0}: 0, {"orders", 3}: 12}},
+		{name: "structured entries win over raw", g: idle, topic: "orders", entries: []wire.PartitionOffset{{Partition: 3, Offset: 4}}, raw: "garbage",
+			want: map[TP]uint64{{"orders", 3}: 4}},
+		{name: "second topic of a multi-topic group", g: multi, topic: "payments", raw: "P2:3", want: map[TP]uint64{{"payments", 2}: 3}},
+		{name: "topic required", g: idle, raw: "P1:5", code: "missing_topic", fields: map[string]string{"param": "topic", "command": "RESET_OFFSETS"}},
+		{name: "topic required for a multi-topic group", g: multi, raw: "P1:5", code: "missing_topic"},
+		{name: "active members refuse", g: active, topic: "orders", raw: "P1:5", code: "group_not_empty",
+			fields: map[string]string{"group": "g", "members": "1"}},
+		{name: "active members refuse before the entries are read", g: active, topic: "orders", raw: "garbage", code: "group_not_empty"},
+		{name: "topic not selected", g: idle, topic: "payments", raw: "P1:5", code: "topic_not_assigned_to_group",
+			fields: map[string]string{"group": "g", "topic": "payments"}},
+		{name: "partition outside the expansion", g: idle, topic: "orders", raw: "P1:5,P4:1", code: "partition_not_found",
+			fields: map[string]string{"topic": "orders", "partition": "4"}},
+		{name: "partition of the other topic's range", g: multi, topic: "orders", raw: "P2:1", code: "partition_not_found",
+			fields: map[string]string{"topic": "orders", "partition": "2"}},
+		{name: "malformed entry", g: idle, topic: "orders", raw: "P1:5,2:6", code: "invalid_batch_commit_entry",
+			fields: map[string]string{"reason": "bad_entry", "entry": "2:6"}},
+		{name: "signed offset", g: idle, topic: "orders", raw: "P1:-5", code: "invalid_batch_commit_entry",
+			fields: map[string]string{"reason": "bad_number"}},
+		{name: "over 1024 raw entries", g: idle, topic: "orders", raw: strings.Join(many, ","), code: "invalid_batch_commit_entry",
+			fields: map[string]string{"reason": "too_many_entries"}},
+		{name: "over 1024 structured entries", g: idle, topic: "orders", entries: manyEntries, code: "invalid_batch_commit_entry",
+			fields: map[string]string{"reason": "too_many_entries"}},
+		{name: "negative structured partition", g: idle, topic: "orders", entries: []wire.PartitionOffset{{Partition: -1, Offset: 1}},
+			code: "invalid_batch_commit_entry", fields: map[string]string{"reason": "bad_partition"}},
+		{name: "duplicate partition", g: idle, topic: "orders", raw: "P1:5,P1:6", code: "duplicate_partition",
+			fields: map[string]string{"partition": "1", "group": "g", "topic": "orders"}},
+		{name: "empty", g: idle, topic: "orders", code: "no_valid_offsets"},
+		{name: "blank list", g: idle, topic: "orders", raw: "  ", code: "no_valid_offsets"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := tc.g.CheckReset(tc.topic, tc.entries, tc.raw)
+			if tc.code != "" {
+				e := wantCode(t, err, tc.code)
+				for k, v := range tc.fields {
+					if e.Field(k) != v {
+						t.Fatalf("field %s = %q, want %q (%v)", k, e.Field(k), v, e)
+					}
+				}
+				if got != nil {
+					t.Fatalf("a rejected reset returned entries %v", got)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !maps.Equal(got, tc.want) {
+				t.Fatalf("entries %v, want %v", got, tc.want)
+			}
+		})
+	}
+	if len(idle.Offsets) != 2 || idle.Offsets[TP{"orders", 1}] != 50 || idle.Offsets[TP{"orders", 2}] != 7 {
+		t.Fatalf("CheckReset must not change state: %v", idle.Offsets)
 	}
 }

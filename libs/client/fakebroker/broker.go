@@ -403,10 +403,11 @@ func (b *Broker) command(cmd wire.Command, r *wire.Request) (string, *errcode.Er
 		host, port, _ := net.SplitHostPort(b.ln.Addr().String())
 		return "OK coordinator_id=fake-0 host=" + host + " port=" + port, nil
 	case wire.CmdJoinGroup, wire.CmdSyncGroup, wire.CmdHeartbeat, wire.CmdLeaveGroup,
-		wire.CmdCommitOffset, wire.CmdBatchCommit, wire.CmdFetchOffset, wire.CmdGroupStatus, wire.CmdListGroups:
+		wire.CmdCommitOffset, wire.CmdBatchCommit, wire.CmdFetchOffset, wire.CmdGroupStatus, wire.CmdListGroups,
+		wire.CmdDeleteGroup, wire.CmdResetOffsets:
 		return b.groupCommand(cmd, r)
 	case wire.CmdHelp:
-		return "OK commands=CREATE,DELETE,LIST,DESCRIBE,METADATA,LIST_OFFSETS,CLUSTER_STATUS,PUBLISH,CONSUME,STREAM,JOIN_GROUP,SYNC_GROUP,HEARTBEAT,LEAVE_GROUP,COMMIT_OFFSET,BATCH_COMMIT,FETCH_OFFSET,GROUP_STATUS,LIST_GROUPS,FIND_COORDINATOR", nil
+		return "OK commands=CREATE,DELETE,LIST,DESCRIBE,METADATA,LIST_OFFSETS,CLUSTER_STATUS,PUBLISH,CONSUME,STREAM,JOIN_GROUP,SYNC_GROUP,HEARTBEAT,LEAVE_GROUP,COMMIT_OFFSET,BATCH_COMMIT,FETCH_OFFSET,GROUP_STATUS,LIST_GROUPS,FIND_COORDINATOR,DELETE_GROUP,RESET_OFFSETS", nil
 	case wire.CmdExit:
 		return "OK", nil
 	}

@@ -97,6 +97,22 @@ func (b *Broker) groupCommand(cmd wire.Command, r *wire.Request) (string, *errco
 			return "", e
 		}
 		return "OK offset=" + strconv.FormatUint(b.offsets[offKey(r.Value("topic"), name, p)], 10), nil
+	case wire.CmdDeleteGroup:
+		if g == nil {
+			return "", errcode.GroupNotFound.New("group not found", "group", name)
+		}
+		if len(g.members) > 0 {
+			return "", errcode.GroupNotEmpty.New("group has active members", "group", name, "members", strconv.Itoa(len(g.members)))
+		}
+		delete(b.groups, name)
+		for k := range b.offsets {
+			if strings.HasPrefix(k, g.topic+"\x00"+name+"\x00") {
+				delete(b.offsets, k)
+			}
+		}
+		return "OK group=" + name + " deleted=true", nil
+	case wire.CmdResetOffsets:
+		return b.resetOffsets(g, name, r)
 	}
 	if g == nil {
 		return "", errcode.GroupNotFound.New("group not found", "group", name)
@@ -168,6 +184,41 @@ func (b *Broker) groupCommand(cmd wire.Command, r *wire.Request) (string, *errco
 		return "OK batched=" + strconv.Itoa(len(offs)), nil
 	}
 	return "", errcode.UnsupportedFeature.New("not implemented by the fake broker", "command", cmd.String())
+}
+
+// resetOffsets answers RESET_OFFSETS (b.mu held): a missing group is
+// registered against the topic; a group with members is group_not_empty;
+// offsets may move down or up; any error changes nothing.
+func (b *Broker) resetOffsets(g *group, name string, r *wire.Request) (string, *errcode.Error) {
+	t, e := b.topic(r)
+	if e != nil {
+		return "", e
+	}
+	if g != nil && len(g.members) > 0 {
+		return "", errcode.GroupNotEmpty.New("group has active members", "group", name, "members", strconv.Itoa(len(g.members)))
+	}
+	if g != nil && g.topic != t.name {
+		return "", errcode.TopicNotAssignedToGroup.New("topic not assigned to group", "group", name, "topic", t.name)
+	}
+	offs, err := wire.ParseOffsetList(r.Value("offsets"))
+	if err != nil {
+		return "", errcode.From(err)
+	}
+	if p, dup := wire.DuplicatePartition(offs); dup {
+		return "", errcode.DuplicatePartition.New("partition repeats", "partition", strconv.Itoa(int(p)), "group", name, "topic", t.name)
+	}
+	for _, o := range offs {
+		if int(o.Partition) >= len(t.parts) {
+			return "", errcode.PartitionNotFound.New("no such partition", "topic", t.name, "partition", strconv.Itoa(int(o.Partition)))
+		}
+	}
+	if g == nil {
+		b.groups[name] = &group{name: name, topic: t.name, assign: map[string][]int32{}, beats: map[string]time.Time{}}
+	}
+	for _, o := range offs {
+		b.offsets[offKey(t.name, name, o.Partition)] = o.Offset
+	}
+	return "OK group=" + name + " topic=" + t.name + " reset=" + strconv.Itoa(len(offs)), nil
 }
 
 func (b *Broker) commit(g *group, member string, p int32, off uint64, topicName string) *errcode.Error {

@@ -44,7 +44,7 @@ func init() {
 		"topic":   {"create, list, describe or delete topics", runTopic},
 		"produce": {"publish records from stdin lines or synthetic (--count)", runProduce},
 		"consume": {"print records of a topic (optionally as a group member)", runConsume},
-		"group":   {"consumer group status and list", runGroup},
+		"group":   {"consumer groups: status, describe, list, delete, reset-offsets", runGroup},
 		"cluster": {"cluster status", runCluster},
 		"bench":   {"load tool: produce, consume, e2e, groups throughput and latency", runBench},
 	}

@@ -3,22 +3,42 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"flag"
 	"fmt"
 	"io"
+	"math"
+	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 
 	"github.com/strataio/strata/libs/client"
+	"github.com/strataio/strata/libs/errcode"
+	"github.com/strataio/strata/libs/wire"
 )
 
 const groupUsage = `usage:
   strata group status GROUP [--json]
   strata group describe GROUP
   strata group list
+  strata group delete GROUP
+  strata group reset-offsets GROUP --topic T [--partitions 0,2,5]
+      (--to-earliest | --to-latest | --to-offset N | --shift-by N | --to-current) [--execute]
 
 describe adds, per partition of the group's topic, the committed offset
 (CURRENT-OFFSET), the high watermark (LOG-END-OFFSET), LAG = max(HWM -
 committed, 0), the owning member, and TOTAL-LAG.
+
+delete removes a group without active members and its committed offsets.
+
+reset-offsets moves the committed offsets of a group without active members
+(a group that does not exist yet is registered against the topic) on the
+selected partitions (default: all of the topic): to the earliest retained
+offset, to the high watermark (--to-latest), to offset N, to the committed
+offset shifted by N (negative moves back), or to the committed offset itself.
+--to-offset and --shift-by are clamped into [earliest, high watermark].
+Without --execute it prints the plan and changes nothing (dry run).
 `
 
 func runGroup(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -29,12 +49,17 @@ func runGroup(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	sub := args[0]
 	fs := newFlagSet("strata group "+sub, groupUsage, stderr)
 	cf := addConnFlags(fs)
-	asJSON := fs.Bool("json", false, "print the GROUP_STATUS JSON (status)")
-	want := 0
+	var asJSON bool
+	var ro resetFlags
+	want := 1
 	switch sub {
 	case "status", "describe":
-		want = 1
+		fs.BoolVar(&asJSON, "json", false, "print the GROUP_STATUS JSON")
 	case "list":
+		want = 0
+	case "delete":
+	case "reset-offsets":
+		ro.add(fs)
 	case "-h", "--help", "help":
 		fmt.Fprint(stdout, groupUsage)
 		return exitOK
@@ -49,12 +74,19 @@ func runGroup(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if len(pos) != want {
 		return usageError(stderr, fs, "expected %d argument(s), got %d", want, len(pos))
 	}
+	var plan resetPlan
+	if sub == "reset-offsets" {
+		if plan, err = ro.plan(fs); err != nil {
+			return usageError(stderr, fs, "%v", err)
+		}
+	}
 	c, err := cf.dial(ctx)
 	if err != nil {
 		return fail(stderr, "group "+sub, err)
 	}
 	defer c.Close()
-	if sub == "list" {
+	switch sub {
+	case "list":
 		r, err := c.ListGroups(ctx)
 		if err != nil {
 			return fail(stderr, "group list", err)
@@ -67,12 +99,20 @@ func runGroup(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		}
 		sortedPairs(stdout, r.Fields)
 		return exitOK
+	case "delete":
+		if err := c.DeleteGroup(ctx, pos[0]); err != nil {
+			return fail(stderr, "group delete", err)
+		}
+		fmt.Fprintf(stdout, "group %s deleted\n", pos[0])
+		return exitOK
+	case "reset-offsets":
+		return resetOffsets(ctx, c, pos[0], plan, stdout, stderr)
 	}
 	st, err := c.GroupStatus(ctx, pos[0])
 	if err != nil {
-		return fail(stderr, "group status", err)
+		return fail(stderr, "group "+sub, err)
 	}
-	if *asJSON {
+	if asJSON {
 		var v any
 		_ = json.Unmarshal(st.Raw, &v)
 		out, _ := json.MarshalIndent(v, "", "  ")
@@ -131,6 +171,183 @@ func describeOffsets(ctx context.Context, c *client.Client, st *client.GroupStat
 	}
 	_ = tw.Flush()
 	fmt.Fprintf(stdout, "TOTAL-LAG %d\n", total)
+	return exitOK
+}
+
+// resetFlags are the flags of group reset-offsets.
+type resetFlags struct {
+	topic, partitions               string
+	toEarliest, toLatest, toCurrent bool
+	toOffset                        uint64
+	shiftBy                         int64
+	execute                         bool
+}
+
+func (f *resetFlags) add(fs *flag.FlagSet) {
+	fs.StringVar(&f.topic, "topic", "", "topic whose offsets move (required)")
+	fs.StringVar(&f.partitions, "partitions", "", "comma-separated partitions (default: every partition of the topic)")
+	fs.BoolVar(&f.toEarliest, "to-earliest", false, "reset to the earliest retained offset")
+	fs.BoolVar(&f.toLatest, "to-latest", false, "reset to the high watermark")
+	fs.Uint64Var(&f.toOffset, "to-offset", 0, "reset to offset N (clamped into [earliest, high watermark])")
+	fs.Int64Var(&f.shiftBy, "shift-by", 0, "move the committed offset by N, negative moves back (clamped)")
+	fs.BoolVar(&f.toCurrent, "to-current", false, "reset to the committed offset")
+	fs.BoolVar(&f.execute, "execute", false, "apply the reset (default: dry run, print the plan only)")
+}
+
+// Reset targets of group reset-offsets.
+const (
+	resetEarliest = "to-earliest"
+	resetLatest   = "to-latest"
+	resetOffset   = "to-offset"
+	resetShift    = "shift-by"
+	resetCurrent  = "to-current"
+)
+
+// resetPlan is a checked reset-offsets command line.
+type resetPlan struct {
+	topic string
+	// parts are the selected partitions; nil means every partition.
+	parts   []int32
+	target  string
+	offset  uint64
+	shift   int64
+	execute bool
+}
+
+// plan checks the flags fs parsed: --topic is required, exactly one target
+// option, and --partitions a list of distinct non-negative partitions.
+func (f *resetFlags) plan(fs *flag.FlagSet) (resetPlan, error) {
+	p := resetPlan{topic: f.topic, offset: f.toOffset, shift: f.shiftBy, execute: f.execute}
+	if p.topic == "" {
+		return p, errors.New("--topic is required")
+	}
+	var targets []string
+	for name, on := range map[string]bool{resetEarliest: f.toEarliest, resetLatest: f.toLatest, resetCurrent: f.toCurrent} {
+		if on {
+			targets = append(targets, name)
+		}
+	}
+	fs.Visit(func(fl *flag.Flag) {
+		if fl.Name == resetOffset || fl.Name == resetShift {
+			targets = append(targets, fl.Name)
+		}
+	})
+	if len(targets) != 1 {
+		return p, errors.New("exactly one of --to-earliest, --to-latest, --to-offset, --shift-by, --to-current is required")
+	}
+	p.target = targets[0]
+	if f.partitions != "" {
+		seen := map[int32]bool{}
+		for _, s := range strings.Split(f.partitions, ",") {
+			n, err := strconv.ParseInt(strings.TrimSpace(s), 10, 32)
+			if err != nil || n < 0 {
+				return p, fmt.Errorf("--partitions: %q is not a partition number", s)
+			}
+			if seen[int32(n)] {
+				return p, fmt.Errorf("--partitions: partition %d given twice", n)
+			}
+			seen[int32(n)] = true
+			p.parts = append(p.parts, int32(n))
+		}
+	}
+	return p, nil
+}
+
+// newOffset returns the reset target of a partition whose committed offset
+// is current and whose range is o, and a note when a requested offset had to
+// be clamped into [earliest, high watermark] (as Kafka's tool does).
+func (p resetPlan) newOffset(current uint64, o client.PartitionOffsets) (uint64, string) {
+	var want uint64
+	var what string
+	below := false // the shift went below offset 0
+	switch p.target {
+	case resetEarliest:
+		return o.Earliest, ""
+	case resetLatest:
+		return o.HWM, ""
+	case resetCurrent:
+		return current, ""
+	case resetOffset:
+		want, what = p.offset, fmt.Sprintf("offset %d", p.offset)
+	case resetShift:
+		want, below = shiftOffset(current, p.shift)
+		what = fmt.Sprintf("committed offset %d shifted by %d", current, p.shift)
+	}
+	switch {
+	case below || want < o.Earliest:
+		return o.Earliest, fmt.Sprintf("partition %d: %s is below the earliest offset %d; using %d", o.Partition, what, o.Earliest, o.Earliest)
+	case want > o.HWM:
+		return o.HWM, fmt.Sprintf("partition %d: %s is above the high watermark %d; using %d", o.Partition, what, o.HWM, o.HWM)
+	}
+	return want, ""
+}
+
+// shiftOffset is cur + by, saturating at the largest offset and at 0
+// (below reports the latter).
+func shiftOffset(cur uint64, by int64) (next uint64, below bool) {
+	if by >= 0 {
+		if d := uint64(by); cur <= math.MaxUint64-d {
+			return cur + d, false
+		}
+		return math.MaxUint64, false
+	}
+	if d := uint64(-(by + 1)) + 1; d <= cur {
+		return cur - d, false
+	}
+	return 0, true
+}
+
+// resetOffsets runs group reset-offsets: it reads LIST_OFFSETS and the
+// committed offsets (FETCH_OFFSET) of the selected partitions, prints the
+// plan and, with --execute, applies it with one RESET_OFFSETS.
+func resetOffsets(ctx context.Context, c *client.Client, group string, p resetPlan, stdout, stderr io.Writer) int {
+	const name = "group reset-offsets"
+	offs, err := c.ListOffsets(ctx, p.topic, -1)
+	if err != nil {
+		return fail(stderr, name, err)
+	}
+	byPart := make(map[int32]client.PartitionOffsets, len(offs))
+	all := make([]int32, 0, len(offs))
+	for _, o := range offs {
+		byPart[o.Partition] = o
+		all = append(all, o.Partition)
+	}
+	parts := p.parts
+	if parts == nil {
+		parts = all
+		slices.Sort(parts)
+	}
+	for _, part := range parts {
+		if _, ok := byPart[part]; !ok {
+			return fail(stderr, name, errcode.PartitionNotFound.New("the topic has no such partition",
+				"topic", p.topic, "partition", strconv.Itoa(int(part))))
+		}
+	}
+	entries := make([]wire.PartitionOffset, 0, len(parts))
+	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "TOPIC\tPARTITION\tCURRENT-OFFSET\tNEW-OFFSET")
+	for _, part := range parts {
+		current, err := c.FetchOffset(ctx, p.topic, part, group)
+		if err != nil {
+			return fail(stderr, name, err)
+		}
+		next, note := p.newOffset(current, byPart[part])
+		if note != "" {
+			fmt.Fprintln(stderr, "note: "+note)
+		}
+		entries = append(entries, wire.PartitionOffset{Partition: part, Offset: next})
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\n", p.topic, part, current, next)
+	}
+	_ = tw.Flush()
+	if !p.execute {
+		fmt.Fprintln(stdout, "dry run: nothing changed; add --execute to apply")
+		return exitOK
+	}
+	n, err := c.ResetOffsets(ctx, group, p.topic, entries)
+	if err != nil {
+		return fail(stderr, name, err)
+	}
+	fmt.Fprintf(stdout, "reset %d offsets of group %s on topic %s\n", n, group, p.topic)
 	return exitOK
 }
 

@@ -1487,6 +1487,132 @@ func (x *BatchCommitResponse) GetBatched() int32 {
 	return 0
 }
 
+type ResetOffsetsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Group string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	// One of the group's topics (required).
+	Topic string `protobuf:"bytes,2,opt,name=topic,proto3" json:"topic,omitempty"`
+	// Parsed entries; when empty, offsets_list is parsed with BatchCommit's
+	// rules.
+	Offsets []*PartitionOffset `protobuf:"bytes,3,rep,name=offsets,proto3" json:"offsets,omitempty"`
+	// Raw "P<partition>:<offset>,..." list. Used only when offsets is empty.
+	OffsetsList   string `protobuf:"bytes,4,opt,name=offsets_list,json=offsetsList,proto3" json:"offsets_list,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResetOffsetsRequest) Reset() {
+	*x = ResetOffsetsRequest{}
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResetOffsetsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResetOffsetsRequest) ProtoMessage() {}
+
+func (x *ResetOffsetsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResetOffsetsRequest.ProtoReflect.Descriptor instead.
+func (*ResetOffsetsRequest) Descriptor() ([]byte, []int) {
+	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *ResetOffsetsRequest) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *ResetOffsetsRequest) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *ResetOffsetsRequest) GetOffsets() []*PartitionOffset {
+	if x != nil {
+		return x.Offsets
+	}
+	return nil
+}
+
+func (x *ResetOffsetsRequest) GetOffsetsList() string {
+	if x != nil {
+		return x.OffsetsList
+	}
+	return ""
+}
+
+type ResetOffsetsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Entries written (RESET_OFFSETS answers it as reset=<n>).
+	Entries int32 `protobuf:"varint,1,opt,name=entries,proto3" json:"entries,omitempty"`
+	// The group did not exist and was registered against topic.
+	Created       bool `protobuf:"varint,2,opt,name=created,proto3" json:"created,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResetOffsetsResponse) Reset() {
+	*x = ResetOffsetsResponse{}
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResetOffsetsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResetOffsetsResponse) ProtoMessage() {}
+
+func (x *ResetOffsetsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResetOffsetsResponse.ProtoReflect.Descriptor instead.
+func (*ResetOffsetsResponse) Descriptor() ([]byte, []int) {
+	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *ResetOffsetsResponse) GetEntries() int32 {
+	if x != nil {
+		return x.Entries
+	}
+	return 0
+}
+
+func (x *ResetOffsetsResponse) GetCreated() bool {
+	if x != nil {
+		return x.Created
+	}
+	return false
+}
+
 type FetchOffsetRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Group         string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
@@ -1498,7 +1624,7 @@ type FetchOffsetRequest struct {
 
 func (x *FetchOffsetRequest) Reset() {
 	*x = FetchOffsetRequest{}
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[24]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1510,7 +1636,7 @@ func (x *FetchOffsetRequest) String() string {
 func (*FetchOffsetRequest) ProtoMessage() {}
 
 func (x *FetchOffsetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[24]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1523,7 +1649,7 @@ func (x *FetchOffsetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchOffsetRequest.ProtoReflect.Descriptor instead.
 func (*FetchOffsetRequest) Descriptor() ([]byte, []int) {
-	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{24}
+	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *FetchOffsetRequest) GetGroup() string {
@@ -1557,7 +1683,7 @@ type FetchOffsetResponse struct {
 
 func (x *FetchOffsetResponse) Reset() {
 	*x = FetchOffsetResponse{}
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[25]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1569,7 +1695,7 @@ func (x *FetchOffsetResponse) String() string {
 func (*FetchOffsetResponse) ProtoMessage() {}
 
 func (x *FetchOffsetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[25]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1582,7 +1708,7 @@ func (x *FetchOffsetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchOffsetResponse.ProtoReflect.Descriptor instead.
 func (*FetchOffsetResponse) Descriptor() ([]byte, []int) {
-	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{25}
+	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *FetchOffsetResponse) GetOffset() uint64 {
@@ -1608,7 +1734,7 @@ type TopicActivityRequest struct {
 
 func (x *TopicActivityRequest) Reset() {
 	*x = TopicActivityRequest{}
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[26]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1620,7 +1746,7 @@ func (x *TopicActivityRequest) String() string {
 func (*TopicActivityRequest) ProtoMessage() {}
 
 func (x *TopicActivityRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[26]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1633,7 +1759,7 @@ func (x *TopicActivityRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopicActivityRequest.ProtoReflect.Descriptor instead.
 func (*TopicActivityRequest) Descriptor() ([]byte, []int) {
-	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{26}
+	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *TopicActivityRequest) GetTopic() string {
@@ -1653,7 +1779,7 @@ type TopicActivityResponse struct {
 
 func (x *TopicActivityResponse) Reset() {
 	*x = TopicActivityResponse{}
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[27]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1665,7 +1791,7 @@ func (x *TopicActivityResponse) String() string {
 func (*TopicActivityResponse) ProtoMessage() {}
 
 func (x *TopicActivityResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[27]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1678,7 +1804,7 @@ func (x *TopicActivityResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopicActivityResponse.ProtoReflect.Descriptor instead.
 func (*TopicActivityResponse) Descriptor() ([]byte, []int) {
-	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{27}
+	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *TopicActivityResponse) GetActiveMembers() bool {
@@ -1823,7 +1949,15 @@ const file_strata_coordinator_v1_coordinator_proto_rawDesc = "" +
 	"\foffsets_list\x18\x06 \x01(\tR\voffsetsListB\r\n" +
 	"\v_generation\"/\n" +
 	"\x13BatchCommitResponse\x12\x18\n" +
-	"\abatched\x18\x01 \x01(\x05R\abatched\"^\n" +
+	"\abatched\x18\x01 \x01(\x05R\abatched\"\xa6\x01\n" +
+	"\x13ResetOffsetsRequest\x12\x14\n" +
+	"\x05group\x18\x01 \x01(\tR\x05group\x12\x14\n" +
+	"\x05topic\x18\x02 \x01(\tR\x05topic\x12@\n" +
+	"\aoffsets\x18\x03 \x03(\v2&.strata.coordinator.v1.PartitionOffsetR\aoffsets\x12!\n" +
+	"\foffsets_list\x18\x04 \x01(\tR\voffsetsList\"J\n" +
+	"\x14ResetOffsetsResponse\x12\x18\n" +
+	"\aentries\x18\x01 \x01(\x05R\aentries\x12\x18\n" +
+	"\acreated\x18\x02 \x01(\bR\acreated\"^\n" +
 	"\x12FetchOffsetRequest\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x14\n" +
 	"\x05topic\x18\x02 \x01(\tR\x05topic\x12\x1c\n" +
@@ -1835,7 +1969,8 @@ const file_strata_coordinator_v1_coordinator_proto_rawDesc = "" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\"V\n" +
 	"\x15TopicActivityResponse\x12%\n" +
 	"\x0eactive_members\x18\x01 \x01(\bR\ractiveMembers\x12\x16\n" +
-	"\x06groups\x18\x02 \x03(\tR\x06groups2\xd3\t\n" +
+	"\x06groups\x18\x02 \x03(\tR\x06groups2\xbc\n" +
+	"\n" +
 	"\x12CoordinatorService\x12j\n" +
 	"\rRegisterGroup\x12+.strata.coordinator.v1.RegisterGroupRequest\x1a,.strata.coordinator.v1.RegisterGroupResponse\x12^\n" +
 	"\tJoinGroup\x12'.strata.coordinator.v1.JoinGroupRequest\x1a(.strata.coordinator.v1.JoinGroupResponse\x12^\n" +
@@ -1849,7 +1984,8 @@ const file_strata_coordinator_v1_coordinator_proto_rawDesc = "" +
 	"\vDeleteGroup\x12).strata.coordinator.v1.DeleteGroupRequest\x1a*.strata.coordinator.v1.DeleteGroupResponse\x12g\n" +
 	"\fCommitOffset\x12*.strata.coordinator.v1.CommitOffsetRequest\x1a+.strata.coordinator.v1.CommitOffsetResponse\x12d\n" +
 	"\vBatchCommit\x12).strata.coordinator.v1.BatchCommitRequest\x1a*.strata.coordinator.v1.BatchCommitResponse\x12d\n" +
-	"\vFetchOffset\x12).strata.coordinator.v1.FetchOffsetRequest\x1a*.strata.coordinator.v1.FetchOffsetResponse\x12j\n" +
+	"\vFetchOffset\x12).strata.coordinator.v1.FetchOffsetRequest\x1a*.strata.coordinator.v1.FetchOffsetResponse\x12g\n" +
+	"\fResetOffsets\x12*.strata.coordinator.v1.ResetOffsetsRequest\x1a+.strata.coordinator.v1.ResetOffsetsResponse\x12j\n" +
 	"\rTopicActivity\x12+.strata.coordinator.v1.TopicActivityRequest\x1a,.strata.coordinator.v1.TopicActivityResponseBFZDgithub.com/strataio/strata/proto/strata/coordinator/v1;coordinatorv1b\x06proto3"
 
 var (
@@ -1864,7 +2000,7 @@ func file_strata_coordinator_v1_coordinator_proto_rawDescGZIP() []byte {
 	return file_strata_coordinator_v1_coordinator_proto_rawDescData
 }
 
-var file_strata_coordinator_v1_coordinator_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
+var file_strata_coordinator_v1_coordinator_proto_msgTypes = make([]protoimpl.MessageInfo, 30)
 var file_strata_coordinator_v1_coordinator_proto_goTypes = []any{
 	(*TopicPartition)(nil),        // 0: strata.coordinator.v1.TopicPartition
 	(*RegisterGroupRequest)(nil),  // 1: strata.coordinator.v1.RegisterGroupRequest
@@ -1890,10 +2026,12 @@ var file_strata_coordinator_v1_coordinator_proto_goTypes = []any{
 	(*PartitionOffset)(nil),       // 21: strata.coordinator.v1.PartitionOffset
 	(*BatchCommitRequest)(nil),    // 22: strata.coordinator.v1.BatchCommitRequest
 	(*BatchCommitResponse)(nil),   // 23: strata.coordinator.v1.BatchCommitResponse
-	(*FetchOffsetRequest)(nil),    // 24: strata.coordinator.v1.FetchOffsetRequest
-	(*FetchOffsetResponse)(nil),   // 25: strata.coordinator.v1.FetchOffsetResponse
-	(*TopicActivityRequest)(nil),  // 26: strata.coordinator.v1.TopicActivityRequest
-	(*TopicActivityResponse)(nil), // 27: strata.coordinator.v1.TopicActivityResponse
+	(*ResetOffsetsRequest)(nil),   // 24: strata.coordinator.v1.ResetOffsetsRequest
+	(*ResetOffsetsResponse)(nil),  // 25: strata.coordinator.v1.ResetOffsetsResponse
+	(*FetchOffsetRequest)(nil),    // 26: strata.coordinator.v1.FetchOffsetRequest
+	(*FetchOffsetResponse)(nil),   // 27: strata.coordinator.v1.FetchOffsetResponse
+	(*TopicActivityRequest)(nil),  // 28: strata.coordinator.v1.TopicActivityRequest
+	(*TopicActivityResponse)(nil), // 29: strata.coordinator.v1.TopicActivityResponse
 }
 var file_strata_coordinator_v1_coordinator_proto_depIdxs = []int32{
 	0,  // 0: strata.coordinator.v1.RegisterGroupResponse.partitions:type_name -> strata.coordinator.v1.TopicPartition
@@ -1903,35 +2041,38 @@ var file_strata_coordinator_v1_coordinator_proto_depIdxs = []int32{
 	12, // 4: strata.coordinator.v1.GroupStatusResponse.members:type_name -> strata.coordinator.v1.GroupMember
 	15, // 5: strata.coordinator.v1.ListGroupsResponse.groups:type_name -> strata.coordinator.v1.GroupSummary
 	21, // 6: strata.coordinator.v1.BatchCommitRequest.offsets:type_name -> strata.coordinator.v1.PartitionOffset
-	1,  // 7: strata.coordinator.v1.CoordinatorService.RegisterGroup:input_type -> strata.coordinator.v1.RegisterGroupRequest
-	3,  // 8: strata.coordinator.v1.CoordinatorService.JoinGroup:input_type -> strata.coordinator.v1.JoinGroupRequest
-	5,  // 9: strata.coordinator.v1.CoordinatorService.SyncGroup:input_type -> strata.coordinator.v1.SyncGroupRequest
-	7,  // 10: strata.coordinator.v1.CoordinatorService.Heartbeat:input_type -> strata.coordinator.v1.HeartbeatRequest
-	9,  // 11: strata.coordinator.v1.CoordinatorService.LeaveGroup:input_type -> strata.coordinator.v1.LeaveGroupRequest
-	11, // 12: strata.coordinator.v1.CoordinatorService.GroupStatus:input_type -> strata.coordinator.v1.GroupStatusRequest
-	14, // 13: strata.coordinator.v1.CoordinatorService.ListGroups:input_type -> strata.coordinator.v1.ListGroupsRequest
-	17, // 14: strata.coordinator.v1.CoordinatorService.DeleteGroup:input_type -> strata.coordinator.v1.DeleteGroupRequest
-	19, // 15: strata.coordinator.v1.CoordinatorService.CommitOffset:input_type -> strata.coordinator.v1.CommitOffsetRequest
-	22, // 16: strata.coordinator.v1.CoordinatorService.BatchCommit:input_type -> strata.coordinator.v1.BatchCommitRequest
-	24, // 17: strata.coordinator.v1.CoordinatorService.FetchOffset:input_type -> strata.coordinator.v1.FetchOffsetRequest
-	26, // 18: strata.coordinator.v1.CoordinatorService.TopicActivity:input_type -> strata.coordinator.v1.TopicActivityRequest
-	2,  // 19: strata.coordinator.v1.CoordinatorService.RegisterGroup:output_type -> strata.coordinator.v1.RegisterGroupResponse
-	4,  // 20: strata.coordinator.v1.CoordinatorService.JoinGroup:output_type -> strata.coordinator.v1.JoinGroupResponse
-	6,  // 21: strata.coordinator.v1.CoordinatorService.SyncGroup:output_type -> strata.coordinator.v1.SyncGroupResponse
-	8,  // 22: strata.coordinator.v1.CoordinatorService.Heartbeat:output_type -> strata.coordinator.v1.HeartbeatResponse
-	10, // 23: strata.coordinator.v1.CoordinatorService.LeaveGroup:output_type -> strata.coordinator.v1.LeaveGroupResponse
-	13, // 24: strata.coordinator.v1.CoordinatorService.GroupStatus:output_type -> strata.coordinator.v1.GroupStatusResponse
-	16, // 25: strata.coordinator.v1.CoordinatorService.ListGroups:output_type -> strata.coordinator.v1.ListGroupsResponse
-	18, // 26: strata.coordinator.v1.CoordinatorService.DeleteGroup:output_type -> strata.coordinator.v1.DeleteGroupResponse
-	20, // 27: strata.coordinator.v1.CoordinatorService.CommitOffset:output_type -> strata.coordinator.v1.CommitOffsetResponse
-	23, // 28: strata.coordinator.v1.CoordinatorService.BatchCommit:output_type -> strata.coordinator.v1.BatchCommitResponse
-	25, // 29: strata.coordinator.v1.CoordinatorService.FetchOffset:output_type -> strata.coordinator.v1.FetchOffsetResponse
-	27, // 30: strata.coordinator.v1.CoordinatorService.TopicActivity:output_type -> strata.coordinator.v1.TopicActivityResponse
-	19, // [19:31] is the sub-list for method output_type
-	7,  // [7:19] is the sub-list for method input_type
-	7,  // [7:7] is the sub-list for extension type_name
-	7,  // [7:7] is the sub-list for extension extendee
-	0,  // [0:7] is the sub-list for field type_name
+	21, // 7: strata.coordinator.v1.ResetOffsetsRequest.offsets:type_name -> strata.coordinator.v1.PartitionOffset
+	1,  // 8: strata.coordinator.v1.CoordinatorService.RegisterGroup:input_type -> strata.coordinator.v1.RegisterGroupRequest
+	3,  // 9: strata.coordinator.v1.CoordinatorService.JoinGroup:input_type -> strata.coordinator.v1.JoinGroupRequest
+	5,  // 10: strata.coordinator.v1.CoordinatorService.SyncGroup:input_type -> strata.coordinator.v1.SyncGroupRequest
+	7,  // 11: strata.coordinator.v1.CoordinatorService.Heartbeat:input_type -> strata.coordinator.v1.HeartbeatRequest
+	9,  // 12: strata.coordinator.v1.CoordinatorService.LeaveGroup:input_type -> strata.coordinator.v1.LeaveGroupRequest
+	11, // 13: strata.coordinator.v1.CoordinatorService.GroupStatus:input_type -> strata.coordinator.v1.GroupStatusRequest
+	14, // 14: strata.coordinator.v1.CoordinatorService.ListGroups:input_type -> strata.coordinator.v1.ListGroupsRequest
+	17, // 15: strata.coordinator.v1.CoordinatorService.DeleteGroup:input_type -> strata.coordinator.v1.DeleteGroupRequest
+	19, // 16: strata.coordinator.v1.CoordinatorService.CommitOffset:input_type -> strata.coordinator.v1.CommitOffsetRequest
+	22, // 17: strata.coordinator.v1.CoordinatorService.BatchCommit:input_type -> strata.coordinator.v1.BatchCommitRequest
+	26, // 18: strata.coordinator.v1.CoordinatorService.FetchOffset:input_type -> strata.coordinator.v1.FetchOffsetRequest
+	24, // 19: strata.coordinator.v1.CoordinatorService.ResetOffsets:input_type -> strata.coordinator.v1.ResetOffsetsRequest
+	28, // 20: strata.coordinator.v1.CoordinatorService.TopicActivity:input_type -> strata.coordinator.v1.TopicActivityRequest
+	2,  // 21: strata.coordinator.v1.CoordinatorService.RegisterGroup:output_type -> strata.coordinator.v1.RegisterGroupResponse
+	4,  // 22: strata.coordinator.v1.CoordinatorService.JoinGroup:output_type -> strata.coordinator.v1.JoinGroupResponse
+	6,  // 23: strata.coordinator.v1.CoordinatorService.SyncGroup:output_type -> strata.coordinator.v1.SyncGroupResponse
+	8,  // 24: strata.coordinator.v1.CoordinatorService.Heartbeat:output_type -> strata.coordinator.v1.HeartbeatResponse
+	10, // 25: strata.coordinator.v1.CoordinatorService.LeaveGroup:output_type -> strata.coordinator.v1.LeaveGroupResponse
+	13, // 26: strata.coordinator.v1.CoordinatorService.GroupStatus:output_type -> strata.coordinator.v1.GroupStatusResponse
+	16, // 27: strata.coordinator.v1.CoordinatorService.ListGroups:output_type -> strata.coordinator.v1.ListGroupsResponse
+	18, // 28: strata.coordinator.v1.CoordinatorService.DeleteGroup:output_type -> strata.coordinator.v1.DeleteGroupResponse
+	20, // 29: strata.coordinator.v1.CoordinatorService.CommitOffset:output_type -> strata.coordinator.v1.CommitOffsetResponse
+	23, // 30: strata.coordinator.v1.CoordinatorService.BatchCommit:output_type -> strata.coordinator.v1.BatchCommitResponse
+	27, // 31: strata.coordinator.v1.CoordinatorService.FetchOffset:output_type -> strata.coordinator.v1.FetchOffsetResponse
+	25, // 32: strata.coordinator.v1.CoordinatorService.ResetOffsets:output_type -> strata.coordinator.v1.ResetOffsetsResponse
+	29, // 33: strata.coordinator.v1.CoordinatorService.TopicActivity:output_type -> strata.coordinator.v1.TopicActivityResponse
+	21, // [21:34] is the sub-list for method output_type
+	8,  // [8:21] is the sub-list for method input_type
+	8,  // [8:8] is the sub-list for extension type_name
+	8,  // [8:8] is the sub-list for extension extendee
+	0,  // [0:8] is the sub-list for field type_name
 }
 
 func init() { file_strata_coordinator_v1_coordinator_proto_init() }
@@ -1948,7 +2089,7 @@ func file_strata_coordinator_v1_coordinator_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_strata_coordinator_v1_coordinator_proto_rawDesc), len(file_strata_coordinator_v1_coordinator_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   28,
+			NumMessages:   30,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -30,6 +30,7 @@ const (
 	CoordinatorService_CommitOffset_FullMethodName  = "/strata.coordinator.v1.CoordinatorService/CommitOffset"
 	CoordinatorService_BatchCommit_FullMethodName   = "/strata.coordinator.v1.CoordinatorService/BatchCommit"
 	CoordinatorService_FetchOffset_FullMethodName   = "/strata.coordinator.v1.CoordinatorService/FetchOffset"
+	CoordinatorService_ResetOffsets_FullMethodName  = "/strata.coordinator.v1.CoordinatorService/ResetOffsets"
 	CoordinatorService_TopicActivity_FullMethodName = "/strata.coordinator.v1.CoordinatorService/TopicActivity"
 )
 
@@ -57,6 +58,11 @@ type CoordinatorServiceClient interface {
 	CommitOffset(ctx context.Context, in *CommitOffsetRequest, opts ...grpc.CallOption) (*CommitOffsetResponse, error)
 	BatchCommit(ctx context.Context, in *BatchCommitRequest, opts ...grpc.CallOption) (*BatchCommitResponse, error)
 	FetchOffset(ctx context.Context, in *FetchOffsetRequest, opts ...grpc.CallOption) (*FetchOffsetResponse, error)
+	// ResetOffsets sets committed offsets of a group without active members
+	// (operator action: offsets may move down or up). A missing group is
+	// registered against topic first. All entries are written as one append;
+	// any error rejects the whole request and changes nothing.
+	ResetOffsets(ctx context.Context, in *ResetOffsetsRequest, opts ...grpc.CallOption) (*ResetOffsetsResponse, error)
 	// TopicActivity reports whether groups owned by this coordinator have
 	// active members on a topic (DELETE/TRUNCATE guard).
 	TopicActivity(ctx context.Context, in *TopicActivityRequest, opts ...grpc.CallOption) (*TopicActivityResponse, error)
@@ -180,6 +186,16 @@ func (c *coordinatorServiceClient) FetchOffset(ctx context.Context, in *FetchOff
 	return out, nil
 }
 
+func (c *coordinatorServiceClient) ResetOffsets(ctx context.Context, in *ResetOffsetsRequest, opts ...grpc.CallOption) (*ResetOffsetsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ResetOffsetsResponse)
+	err := c.cc.Invoke(ctx, CoordinatorService_ResetOffsets_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *coordinatorServiceClient) TopicActivity(ctx context.Context, in *TopicActivityRequest, opts ...grpc.CallOption) (*TopicActivityResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(TopicActivityResponse)
@@ -214,6 +230,11 @@ type CoordinatorServiceServer interface {
 	CommitOffset(context.Context, *CommitOffsetRequest) (*CommitOffsetResponse, error)
 	BatchCommit(context.Context, *BatchCommitRequest) (*BatchCommitResponse, error)
 	FetchOffset(context.Context, *FetchOffsetRequest) (*FetchOffsetResponse, error)
+	// ResetOffsets sets committed offsets of a group without active members
+	// (operator action: offsets may move down or up). A missing group is
+	// registered against topic first. All entries are written as one append;
+	// any error rejects the whole request and changes nothing.
+	ResetOffsets(context.Context, *ResetOffsetsRequest) (*ResetOffsetsResponse, error)
 	// TopicActivity reports whether groups owned by this coordinator have
 	// active members on a topic (DELETE/TRUNCATE guard).
 	TopicActivity(context.Context, *TopicActivityRequest) (*TopicActivityResponse, error)
@@ -259,6 +280,9 @@ func (UnimplementedCoordinatorServiceServer) BatchCommit(context.Context, *Batch
 }
 func (UnimplementedCoordinatorServiceServer) FetchOffset(context.Context, *FetchOffsetRequest) (*FetchOffsetResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method FetchOffset not implemented")
+}
+func (UnimplementedCoordinatorServiceServer) ResetOffsets(context.Context, *ResetOffsetsRequest) (*ResetOffsetsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ResetOffsets not implemented")
 }
 func (UnimplementedCoordinatorServiceServer) TopicActivity(context.Context, *TopicActivityRequest) (*TopicActivityResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method TopicActivity not implemented")
@@ -482,6 +506,24 @@ func _CoordinatorService_FetchOffset_Handler(srv interface{}, ctx context.Contex
 	return interceptor(ctx, in, info, handler)
 }
 
+func _CoordinatorService_ResetOffsets_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ResetOffsetsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(CoordinatorServiceServer).ResetOffsets(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: CoordinatorService_ResetOffsets_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(CoordinatorServiceServer).ResetOffsets(ctx, req.(*ResetOffsetsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _CoordinatorService_TopicActivity_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(TopicActivityRequest)
 	if err := dec(in); err != nil {
@@ -550,6 +592,10 @@ var CoordinatorService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "FetchOffset",
 			Handler:    _CoordinatorService_FetchOffset_Handler,
+		},
+		{
+			MethodName: "ResetOffsets",
+			Handler:    _CoordinatorService_ResetOffsets_Handler,
 		},
 		{
 			MethodName: "TopicActivity",
