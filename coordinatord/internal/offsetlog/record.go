@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/strataio/strata/coordinatord/internal/group"
 	"github.com/strataio/strata/libs/errcode"
@@ -44,8 +45,11 @@ type Value struct {
 func GroupKey(g string) string { return "group/" + strconv.Quote(g) }
 
 // OffsetKey is the key of a committed offset.
-func OffsetKey(g string, tp group.TP) string {
-	return "offset/" + strconv.Quote(g) + "/" + tp.Topic + "/" + strconv.FormatInt(int64(tp.Partition), 10)
+func OffsetKey(g string, tp group.TP) string { return offsetKey(strconv.Quote(g), tp) }
+
+// offsetKey is OffsetKey with the group name already quoted.
+func offsetKey(quotedGroup string, tp group.TP) string {
+	return "offset/" + quotedGroup + "/" + tp.Topic + "/" + strconv.FormatInt(int64(tp.Partition), 10)
 }
 
 // OwnerKey is the key of takeover markers.
@@ -119,13 +123,15 @@ func Decode(key, payload []byte, offset uint64) (Value, error) {
 
 // encodeSet builds a record set ([u32 length][record] entries) of values.
 func encodeSet(topic string, partition int32, nowMs int64, vals []Value) ([]byte, error) {
-	var out []byte
+	var enc setEncoder
+	out := make([]byte, 0, len(vals)*(160+2*len(topic)))
+	var payload []byte
 	for _, v := range vals {
-		payload, err := json.Marshal(v)
-		if err != nil {
+		var err error
+		if payload, err = enc.value(payload[:0], v); err != nil {
 			return nil, err
 		}
-		r := wire.Record{Topic: topic, Partition: partition, Payload: payload, Key: v.Key(), Timestamp: nowMs}
+		r := wire.Record{Topic: topic, Partition: partition, Payload: payload, Key: enc.key(v), Timestamp: nowMs}
 		at := len(out)
 		out = append(out, 0, 0, 0, 0)
 		if out, err = r.AppendTo(out); err != nil {
@@ -134,6 +140,89 @@ func encodeSet(topic string, partition int32, nowMs int64, vals []Value) ([]byte
 		binary.BigEndian.PutUint32(out[at:], uint32(len(out)-at-4))
 	}
 	return out, nil
+}
+
+// setEncoder encodes the values of one record set. Offset values are the
+// bulk (a BATCH_COMMIT writes up to 1,024 of one group and topic), so they
+// are appended without reflection, their strings encoded once per set; the
+// bytes are exactly what encoding/json writes for them (tested), so the
+// format has one definition: the Value struct. Other types use
+// encoding/json.
+type setEncoder struct {
+	quoted map[string][]byte // JSON string encodings, by value
+	keys   map[string]string // strconv.Quote of group names, by value
+}
+
+// plainOffset reports whether v carries exactly the fields of an offset
+// record, so that the hand-written encoding applies.
+func plainOffset(v Value) bool {
+	return v.Type == TypeOffset && v.Selector == nil && v.Partitions == nil && v.Lifecycle == nil && v.Node == "" && v.Epoch == 0
+}
+
+func (e *setEncoder) value(dst []byte, v Value) ([]byte, error) {
+	if !utf8.ValidString(v.Group) || !utf8.ValidString(v.Topic) {
+		// encoding/json would replace the bad bytes, and the record would
+		// then not match its key on replay (storage_corrupt): never write it.
+		return nil, errcode.InvalidParameter.New("group and topic names must be UTF-8", "param", "group")
+	}
+	if !plainOffset(v) {
+		b, err := json.Marshal(v)
+		return append(dst, b...), err
+	}
+	// Field order and omitempty as in Value's struct tags.
+	dst = append(dst, `{"v":`...)
+	dst = strconv.AppendInt(dst, int64(v.V), 10)
+	dst = append(dst, `,"type":"offset"`...)
+	if v.Group != "" {
+		dst = append(dst, `,"group":`...)
+		dst = append(dst, e.quote(v.Group)...)
+	}
+	if v.Incarnation != 0 {
+		dst = append(dst, `,"incarnation":`...)
+		dst = strconv.AppendUint(dst, v.Incarnation, 10)
+	}
+	if v.Topic != "" {
+		dst = append(dst, `,"topic":`...)
+		dst = append(dst, e.quote(v.Topic)...)
+	}
+	if v.Partition != 0 {
+		dst = append(dst, `,"partition":`...)
+		dst = strconv.AppendInt(dst, int64(v.Partition), 10)
+	}
+	if v.Offset != 0 {
+		dst = append(dst, `,"offset":`...)
+		dst = strconv.AppendUint(dst, v.Offset, 10)
+	}
+	return append(dst, '}'), nil
+}
+
+// quote returns s as encoding/json writes a string.
+func (e *setEncoder) quote(s string) []byte {
+	if q, ok := e.quoted[s]; ok {
+		return q
+	}
+	q, _ := json.Marshal(s) // a string always marshals
+	if e.quoted == nil {
+		e.quoted = map[string][]byte{}
+	}
+	e.quoted[s] = q
+	return q
+}
+
+// key is v.Key() with the group name quoted once per set.
+func (e *setEncoder) key(v Value) string {
+	if v.Type != TypeOffset && v.Type != TypeOffsetTombstone {
+		return v.Key()
+	}
+	q, ok := e.keys[v.Group]
+	if !ok {
+		q = strconv.Quote(v.Group)
+		if e.keys == nil {
+			e.keys = map[string]string{}
+		}
+		e.keys[v.Group] = q
+	}
+	return offsetKey(q, group.TP{Topic: v.Topic, Partition: v.Partition})
 }
 
 // rawRecord is one record of a fetched set.
