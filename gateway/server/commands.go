@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/strataio/strata/libs/errcode"
 	"github.com/strataio/strata/libs/wire"
@@ -15,6 +16,12 @@ func (g *Role) handle(ctx context.Context, c *conn, cmd wire.Command, h wire.Hea
 		// Broker-to-broker commands never reach a client listener (spec 4.9);
 		// Strata's internal hops are gRPC, so no token can make them valid.
 		return nil, errcode.InternalCommandUnauthorized.New("internal broker command on the client listener", "command", cmd.String())
+	}
+	if err := checkUTF8(r); err != nil {
+		if cmd == wire.CmdPublish {
+			return nil, g.publishFailed(r, batch, err)
+		}
+		return nil, err
 	}
 	if r.Has("transactional_id") || r.Has("transaction_state") || r.Has("transaction_marker") {
 		if cmd == wire.CmdPublish {
@@ -86,6 +93,29 @@ func (g *Role) handle(ctx context.Context, c *conn, cmd wire.Command, h wire.Hea
 		return g.cmdResetOffsets(ctx, out, r)
 	}
 	return nil, unsupported(cmd)
+}
+
+// checkUTF8 refuses request text that is not UTF-8 (WIRE-V2 6: values are
+// UTF-8). Internal hops carry names and ids in protobuf strings, which must
+// be UTF-8, so such a value would otherwise fail deep inside as an internal
+// error instead of the client's validation error. Record payloads
+// (message, payload, metadata) are bytes and may hold anything.
+func checkUTF8(r *wire.Request) error {
+	for _, p := range r.Positionals {
+		if !utf8.ValidString(p) {
+			return errcode.InvalidParameter.New("a positional argument is not valid UTF-8", "param", "positional")
+		}
+	}
+	for k, v := range r.All() {
+		switch k {
+		case "message", "payload", "metadata":
+			continue
+		}
+		if !utf8.ValidString(v) {
+			return errcode.InvalidParameter.New(k+" is not valid UTF-8", "param", k)
+		}
+	}
+	return nil
 }
 
 // unsupported answers a command whose subsystem Strata has not built yet
