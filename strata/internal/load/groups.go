@@ -159,6 +159,8 @@ type GroupsReport struct {
 	OffsetsChecked   int64  `json:"offsets_checked"`
 	OffsetMismatches int64  `json:"offset_mismatches"`
 	FirstMismatch    string `json:"first_mismatch,omitempty"`
+	// Cleanup holds failures to delete the run's groups afterwards.
+	Cleanup []string `json:"cleanup_errors,omitempty"`
 }
 
 // Command returns the figures of the named command, or nil.
@@ -524,14 +526,21 @@ func runGroups(ctx context.Context, cfg Config, clients []*client.Client) (*Resu
 			base: fmt.Sprintf("bench-%d", i), off: map[int32]uint64{}, unsure: map[int32]bool{}, st: st}
 		rep.Groups = append(rep.Groups, members[i].group)
 	}
-	// Whatever happens, members still in their group leave (bounded, even
-	// when ctx was cancelled).
+	// Whatever happens, members still in their group leave and the run's
+	// groups are deleted (bounded, even when ctx was cancelled), so runs
+	// leave no groups behind.
 	defer func() {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()
 		for _, m := range members {
 			if m.id != "" {
 				_ = m.c.LeaveGroup(cctx, m.topic, m.group, m.id)
+			}
+			if cfg.KeepGroups {
+				continue
+			}
+			if err := m.c.DeleteGroup(cctx, m.group); err != nil && errcode.CodeOf(err) != errcode.GroupNotFound.Name() {
+				rep.Cleanup = append(rep.Cleanup, fmt.Sprintf("delete group %s: %v", m.group, err))
 			}
 		}
 	}()
@@ -634,5 +643,8 @@ func writeGroupsText(w io.Writer, r *Result) {
 		for _, e := range c.FirstErrors {
 			fmt.Fprintf(w, "%s error: %s\n", c.Name, e)
 		}
+	}
+	for _, e := range g.Cleanup {
+		fmt.Fprintf(w, "cleanup: %s\n", e)
 	}
 }

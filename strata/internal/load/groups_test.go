@@ -20,7 +20,7 @@ func TestGroupsAgainstFakeBroker(t *testing.T) {
 	// 400 operations over 2 connections in equal parts; the topic is
 	// created with max(3, 8) partitions for BATCH_COMMITs of 8 entries.
 	res, err := Run(ctx, Config{Mode: ModeGroups, Addr: b.Addr(), Topic: "gbench", Partitions: 3, Conns: 2,
-		BatchEntries: 8, Count: 400, Rejoins: 3})
+		BatchEntries: 8, Count: 400, Rejoins: 3, KeepGroups: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,6 +87,16 @@ func TestGroupsAgainstFakeBroker(t *testing.T) {
 	for _, s := range []string{"strata bench groups:", "BATCH_COMMIT", "JOIN+SYNC+LEAVE", "batch-commit entries/s", "0 mismatches"} {
 		if !strings.Contains(out.String(), s) {
 			t.Fatalf("text report lacks %q:\n%s", s, out.String())
+		}
+	}
+	// Without KeepGroups a run deletes its groups at the end.
+	res, err = Run(ctx, Config{Mode: ModeGroups, Addr: b.Addr(), Topic: "gbench", Conns: 2, BatchEntries: 8, Count: 40})
+	if err != nil || len(res.Groups.Cleanup) != 0 {
+		t.Fatalf("second run: %v %v", err, res.Groups.Cleanup)
+	}
+	for _, grp := range res.Groups.Groups {
+		if _, err := c.GroupStatus(ctx, grp); errcode.CodeOf(err) != errcode.GroupNotFound.Name() {
+			t.Fatalf("%s still there after the run: %v", grp, err)
 		}
 	}
 }

@@ -66,6 +66,9 @@ type Config struct {
 	// Rejoins is the JOIN+SYNC+LEAVE cycles per connection after the loop
 	// (0: none; the flag's default is 20).
 	Rejoins int
+	// KeepGroups keeps the groups of a groups run (default: deleted at
+	// the end, so runs leave nothing behind).
+	KeepGroups bool
 }
 
 // Defaults fills zero fields.

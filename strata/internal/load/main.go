@@ -52,6 +52,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&cfg.BatchEntries, "batch-entries", 1024, "groups: entries per BATCH_COMMIT (max 1024); a created topic gets at least this many partitions")
 	mix := fs.String("mix", DefaultMix.String(), "groups: command weights, e.g. commit=3,fetch=1 (unlisted or 0: not sent)")
 	fs.IntVar(&cfg.Rejoins, "rejoins", 20, "groups: JOIN+SYNC+LEAVE cycles per connection after the timed loop")
+	fs.BoolVar(&cfg.KeepGroups, "keep-groups", false, "groups: keep the run's groups (default: deleted at the end)")
 	jsonOut := fs.Bool("json", false, "print the report as JSON")
 	timeout := fs.Duration("timeout", 30*time.Second, "per-request timeout")
 	tlsCA := fs.String("tls-ca", "", "CA bundle (PEM) to verify the server; enables TLS")
