@@ -94,7 +94,11 @@ func (k *Consumer) Assignments() []int32 {
 // Position returns the next offset Poll reads from partition p.
 func (k *Consumer) Position(p int32) uint64 { k.mu.Lock(); defer k.mu.Unlock(); return k.pos[p] }
 
-func isFencing(err error) bool {
+// MustRejoin reports whether err tells a group member to stop consuming and
+// join again (spec 3.3 and 4.5): a fencing-class error such as GEN_MISMATCH
+// or NOT_OWNER, member_not_found, or group_not_found (the group was deleted
+// or its coordinator lost it).
+func MustRejoin(err error) bool {
 	e, ok := errcode.As(err)
 	if !ok {
 		return false
@@ -109,7 +113,7 @@ func (k *Consumer) join(ctx context.Context) error {
 	member := k.member
 	k.mu.Unlock()
 	jr, err := k.c.JoinGroup(ctx, k.o.Group, member, k.o.Topic)
-	if err != nil && isFencing(err) && member != k.o.Member {
+	if err != nil && MustRejoin(err) && member != k.o.Member {
 		// Our old id is gone: join afresh with the requested id.
 		jr, err = k.c.JoinGroup(ctx, k.o.Group, k.o.Member, k.o.Topic)
 	}
@@ -181,7 +185,7 @@ func (k *Consumer) heartbeats() {
 		ctx, cancel := context.WithTimeout(context.Background(), k.o.HeartbeatInterval)
 		_, err := k.c.Heartbeat(ctx, k.o.Topic, k.o.Group, member, gen)
 		cancel()
-		if err != nil && isFencing(err) {
+		if err != nil && MustRejoin(err) {
 			k.mu.Lock()
 			k.rejoin = true
 			k.mu.Unlock()
@@ -254,7 +258,7 @@ func (k *Consumer) handleConsumeError(p int32, err error) error {
 			return nil
 		}
 	}
-	if isFencing(e) {
+	if MustRejoin(e) {
 		k.mu.Lock()
 		k.rejoin = true
 		k.mu.Unlock()
@@ -280,7 +284,7 @@ func (k *Consumer) Commit(ctx context.Context) error {
 	}
 	_, err := k.c.BatchCommit(ctx, k.o.Topic, k.o.Group, member, gen, offs)
 	if err != nil {
-		if isFencing(err) {
+		if MustRejoin(err) {
 			k.mu.Lock()
 			k.rejoin = true
 			k.mu.Unlock()

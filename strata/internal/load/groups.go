@@ -266,17 +266,6 @@ func (m *member) check(p int32, got uint64) {
 	}
 }
 
-// isFencing reports errors after which the member rejoins (as
-// client.Consumer does).
-func isFencing(err error) bool {
-	e, ok := errcode.As(err)
-	if !ok {
-		return false
-	}
-	return e.Class == errcode.ClassFencing || e.Code == errcode.MemberNotFound.Name() ||
-		e.Code == errcode.GroupNotFound.Name() || e.Code == errcode.NotOwner.Name()
-}
-
 // join runs JOIN_GROUP (resuming the current member id, or afresh with
 // the base id when that is gone) and SYNC_GROUP. Failures are counted;
 // latencies are recorded when timed.
@@ -287,7 +276,7 @@ func (m *member) join(ctx context.Context, timed bool) error {
 	}
 	start := time.Now()
 	jr, err := m.c.JoinGroup(ctx, m.group, id, m.topic)
-	if err != nil && isFencing(err) && id != m.base {
+	if err != nil && client.MustRejoin(err) && id != m.base {
 		start = time.Now()
 		jr, err = m.c.JoinGroup(ctx, m.group, m.base, m.topic)
 	}
@@ -403,7 +392,7 @@ func (m *member) loop(ctx, callCtx context.Context, cfg Config, seq []int, issue
 		}
 		m.st.fail(cmd, err)
 		switch {
-		case isFencing(err):
+		case client.MustRejoin(err):
 			if c := errcode.CodeOf(err); c == errcode.MemberNotFound.Name() || c == errcode.GroupNotFound.Name() {
 				m.id = "" // gone: join afresh with the base id
 			}
@@ -427,7 +416,7 @@ func (m *member) rejoin(ctx, callCtx context.Context) bool {
 		if err == nil {
 			return true
 		}
-		if !errcode.IsRetryable(err) && !isFencing(err) {
+		if !errcode.IsRetryable(err) && !client.MustRejoin(err) {
 			return false
 		}
 		pause(ctx, 20*time.Millisecond)
