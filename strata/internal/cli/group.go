@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"path"
 	"slices"
 	"strconv"
 	"strings"
@@ -26,7 +27,7 @@ const groupUsage = `usage:
   strata group reset-offsets GROUP --topic T [--partitions 0,2,5]
       (--to-earliest | --to-latest | --to-offset N | --shift-by N | --to-current) [--execute]
 
-describe adds, per partition of the group's topic, the committed offset
+describe adds, per partition of every topic the group selects, the committed offset
 (CURRENT-OFFSET), the high watermark (LOG-END-OFFSET), LAG = max(HWM -
 committed, 0), the owning member, and TOTAL-LAG.
 
@@ -134,44 +135,75 @@ func runGroup(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 }
 
 // describeOffsets prints the per-partition offsets and lag table of a group,
-// as Kafka's and rpk's group describe do.
+// as Kafka's and rpk's group describe do, for every topic the group selects.
 func describeOffsets(ctx context.Context, c *client.Client, st *client.GroupStatus, stdout, stderr io.Writer) int {
-	if st.TopicName == "" {
-		return exitOK
-	}
-	offs, err := c.ListOffsets(ctx, st.TopicName, -1)
+	topics, err := groupTopics(ctx, c, st.TopicName)
 	if err != nil {
 		return fail(stderr, "group describe", err)
 	}
+	// Assignments are bare partition numbers: they name a member's
+	// partitions only when the group has one topic.
 	owner := map[int32]string{}
-	for _, m := range st.Members {
-		for _, p := range m.Assignments {
-			owner[p] = m.MemberID
+	if len(topics) == 1 {
+		for _, m := range st.Members {
+			for _, p := range m.Assignments {
+				owner[p] = m.MemberID
+			}
 		}
 	}
 	fmt.Fprintln(stdout)
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "TOPIC\tPARTITION\tCURRENT-OFFSET\tLOG-END-OFFSET\tLAG\tMEMBER")
 	var total uint64
-	for _, o := range offs {
-		committed, err := c.FetchOffset(ctx, st.TopicName, o.Partition, st.GroupName)
+	for _, topic := range topics {
+		offs, err := c.ListOffsets(ctx, topic, -1)
 		if err != nil {
 			return fail(stderr, "group describe", err)
 		}
-		var lag uint64
-		if o.HWM > committed {
-			lag = o.HWM - committed
+		for _, o := range offs {
+			committed, err := c.FetchOffset(ctx, topic, o.Partition, st.GroupName)
+			if err != nil {
+				return fail(stderr, "group describe", err)
+			}
+			var lag uint64
+			if o.HWM > committed {
+				lag = o.HWM - committed
+			}
+			total += lag
+			member := owner[o.Partition]
+			if member == "" {
+				member = "-"
+			}
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%s\n", topic, o.Partition, committed, o.HWM, lag, member)
 		}
-		total += lag
-		member := owner[o.Partition]
-		if member == "" {
-			member = "-"
-		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%s\n", st.TopicName, o.Partition, committed, o.HWM, lag, member)
 	}
 	_ = tw.Flush()
 	fmt.Fprintf(stdout, "TOTAL-LAG %d\n", total)
 	return exitOK
+}
+
+// groupTopics returns the topics of a group from GROUP_STATUS topic_name:
+// one topic, a comma list, or a glob pattern matched against the current
+// topics (as the coordinator matches it: internal "__" topics never).
+func groupTopics(ctx context.Context, c *client.Client, name string) ([]string, error) {
+	if name == "" {
+		return nil, nil
+	}
+	if !strings.ContainsAny(name, "*?[") {
+		return strings.Split(name, ","), nil
+	}
+	all, err := c.ListTopics(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, t := range all {
+		if ok, _ := path.Match(name, t); ok && !strings.HasPrefix(t, "__") {
+			out = append(out, t)
+		}
+	}
+	slices.Sort(out)
+	return out, nil
 }
 
 // resetFlags are the flags of group reset-offsets.
