@@ -43,12 +43,21 @@ func (g *Role) registerChecks() {
 }
 
 // probeCache runs a probe at most once per second, so frequent /ready polls
-// and metric scrapes do not each cost a metad round trip.
+// and metric scrapes do not each cost a metad round trip. A failed probe
+// counts only once no probe has succeeded for probeGrace: the probe is a
+// linearizable read (a Raft round with an fsync on metad), and one that is
+// merely slow under I/O load must not flip a healthy gateway out of its load
+// balancer; a leader that is really gone fails the check within the grace.
 type probeCache struct {
-	mu   sync.Mutex
-	at   time.Time
-	last error
+	mu     sync.Mutex
+	at     time.Time
+	last   error
+	lastOK time.Time
 }
+
+// probeGrace is how long after the last successful probe failures are
+// still tolerated.
+const probeGrace = 5 * time.Second
 
 func (p *probeCache) get(probe func() error) error {
 	p.mu.Lock()
@@ -56,10 +65,15 @@ func (p *probeCache) get(probe func() error) error {
 	if !p.at.IsZero() && time.Since(p.at) < time.Second {
 		return p.last
 	}
-	p.last = probe()
-	if p.last != nil {
-		p.last = errors.New("metad leader not reachable: " + p.last.Error())
-	}
+	err := probe()
 	p.at = time.Now()
+	switch {
+	case err == nil:
+		p.lastOK, p.last = p.at, nil
+	case !p.lastOK.IsZero() && p.at.Sub(p.lastOK) < probeGrace:
+		p.last = nil
+	default:
+		p.last = errors.New("metad leader not reachable: " + err.Error())
+	}
 	return p.last
 }

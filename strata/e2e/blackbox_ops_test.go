@@ -84,7 +84,8 @@ func TestBlackboxHealthAndMetrics(t *testing.T) {
 		}
 		for _, path := range []string{"/live", "/ready"} {
 			if code, body := bbHTTP(t, http.MethodHead, health+path); code != http.StatusOK || body != "" {
-				t.Fatalf("HEAD %s: %d %q", path, code, body)
+				_, now := bbHTTP(t, http.MethodGet, health+path)
+				t.Fatalf("HEAD %s: %d %q (GET right after: %s)", path, code, body, now)
 			}
 			for _, method := range []string{http.MethodPost, http.MethodPut, http.MethodDelete, http.MethodPatch} {
 				if code, _ := bbHTTP(t, method, health+path); code != http.StatusMethodNotAllowed {
