@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -16,21 +17,24 @@ type Check func(ctx context.Context) error
 // Health holds a process's readiness checks.
 type Health struct {
 	mu      sync.RWMutex
-	checks  map[string]Check
+	checks  map[string][]Check
 	started atomic.Bool
 	timeout time.Duration
 }
 
 // NewHealth returns a Health with no checks, not yet started.
 func NewHealth() *Health {
-	return &Health{checks: map[string]Check{}, timeout: 2 * time.Second}
+	return &Health{checks: map[string][]Check{}, timeout: 2 * time.Second}
 }
 
-// Register adds or replaces a named check.
+// Register adds a named check. Several checks may share a name (the roles
+// of the all-in-one process each register the spec's names, such as
+// consumer_metadata or storage): the name is ok only when every one of them
+// passes, so no role's condition is lost to another's.
 func (h *Health) Register(name string, c Check) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.checks[name] = c
+	h.checks[name] = append(h.checks[name], c)
 }
 
 // SetStarted marks that the process finished initialising its listeners,
@@ -45,40 +49,39 @@ type Result struct {
 
 // Evaluate runs every check concurrently with a timeout.
 func (h *Health) Evaluate(ctx context.Context) (Result, bool) {
-	h.mu.RLock()
-	names := make([]string, 0, len(h.checks))
-	for n := range h.checks {
-		names = append(names, n)
+	type named struct {
+		name string
+		c    Check
 	}
-	sort.Strings(names)
-	checks := make([]Check, len(names))
-	for i, n := range names {
-		checks[i] = h.checks[n]
+	h.mu.RLock()
+	var checks []named
+	for n, cs := range h.checks {
+		for _, c := range cs {
+			checks = append(checks, named{n, c})
+		}
 	}
 	h.mu.RUnlock()
 
 	ctx, cancel := context.WithTimeout(ctx, h.timeout)
 	defer cancel()
-	results := make([]string, len(names))
+	errs := make([]error, len(checks))
 	var wg sync.WaitGroup
 	for i, c := range checks {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			results[i] = "ok"
-			if err := c(ctx); err != nil {
-				results[i] = err.Error()
-			}
-		}()
+		wg.Go(func() { errs[i] = c.c(ctx) })
 	}
 	wg.Wait()
+	failed := map[string][]string{}
 	res := Result{Status: "ready", Checks: map[string]string{}}
-	ready := true
-	for i, n := range names {
-		res.Checks[n] = results[i]
-		if results[i] != "ok" {
-			ready = false
+	for i, c := range checks {
+		res.Checks[c.name] = "ok"
+		if errs[i] != nil {
+			failed[c.name] = append(failed[c.name], errs[i].Error())
 		}
+	}
+	ready := len(failed) == 0
+	for n, msgs := range failed {
+		sort.Strings(msgs)
+		res.Checks[n] = strings.Join(msgs, "; ")
 	}
 	if !h.started.Load() {
 		ready = false

@@ -111,3 +111,31 @@ func TestMetricsListenerServesOnlyMetrics(t *testing.T) {
 		t.Fatalf("/ = %d, want 404", resp.StatusCode)
 	}
 }
+
+// TestChecksSharingANameMustAllPass: the roles of the all-in-one register
+// the spec's check names each; none may hide another's failure.
+func TestChecksSharingANameMustAllPass(t *testing.T) {
+	h := NewHealth()
+	h.SetStarted(true)
+	var replay error
+	h.Register("consumer_metadata", func(context.Context) error { return nil })                 // a live coordinator is known
+	h.Register("consumer_metadata", func(context.Context) error { return replay })              // its partitions are replayed
+	h.Register("storage", func(context.Context) error { return errors.New("b: disk full") })    // failing twice:
+	h.Register("storage", func(context.Context) error { return errors.New("a: not writable") }) // both reported
+	res, ok := h.Evaluate(context.Background())
+	if ok || res.Checks["consumer_metadata"] != "ok" || res.Checks["storage"] != "a: not writable; b: disk full" {
+		t.Fatalf("%v %+v", ok, res)
+	}
+	h = NewHealth()
+	h.SetStarted(true)
+	h.Register("consumer_metadata", func(context.Context) error { return replay })
+	h.Register("consumer_metadata", func(context.Context) error { return nil })
+	replay = errors.New("offsets partition 3 corrupt")
+	if res, ok := h.Evaluate(context.Background()); ok || res.Checks["consumer_metadata"] != "offsets partition 3 corrupt" || res.Status != "not_ready" {
+		t.Fatalf("a later check hid an earlier failure: %v %+v", ok, res)
+	}
+	replay = nil
+	if res, ok := h.Evaluate(context.Background()); !ok || len(res.Checks) != 1 {
+		t.Fatalf("%v %+v", ok, res)
+	}
+}
