@@ -5,6 +5,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"sync"
 	"testing"
 	"time"
 
@@ -16,8 +17,20 @@ import (
 // ports and stops it at cleanup.
 func startAllInOne(t *testing.T) *allinone.Server {
 	t.Helper()
+	srv, _ := runAllInOne(t, t.TempDir())
+	// started means listeners and roles are up; clients wait for /ready
+	// (every role registered, metadata synced) as a probe would.
+	waitReady(t, "http://"+srv.HealthAddr()+"/ready", 60*time.Second)
+	return srv
+}
+
+// runAllInOne starts the all-in-one on dataDir and returns once its
+// listeners are up (not waiting for /ready); stop (also run at cleanup,
+// idempotent) shuts it down.
+func runAllInOne(t *testing.T, dataDir string) (srv *allinone.Server, stop func()) {
+	t.Helper()
 	cfg := allinone.DefaultConfig()
-	cfg.DataDir = t.TempDir()
+	cfg.DataDir = dataDir
 	cfg.OpsHost = "127.0.0.1"
 	cfg.HealthCheckPort = 0
 	cfg.ExporterPort = 0
@@ -32,23 +45,25 @@ func startAllInOne(t *testing.T) *allinone.Server {
 	ready := make(chan struct{})
 	done := make(chan error, 1)
 	go func() { done <- srv.Run(ctx, func() { close(ready) }) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("all-in-one stopped with: %v", err)
-		}
-	})
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("all-in-one stopped with: %v", err)
+			}
+		})
+	}
+	t.Cleanup(stop)
 	select {
 	case <-ready:
 	case err := <-done:
+		done <- err // for stop
 		t.Fatalf("all-in-one failed to start: %v", err)
 	case <-time.After(60 * time.Second):
 		t.Fatal("all-in-one not ready after 60s")
 	}
-	// started means listeners and roles are up; clients wait for /ready
-	// (every role registered, metadata synced) as a probe would.
-	waitReady(t, "http://"+srv.HealthAddr()+"/ready", 60*time.Second)
-	return srv
+	return srv, stop
 }
 
 func waitReady(t *testing.T, url string, timeout time.Duration) {

@@ -72,6 +72,7 @@ type Server struct {
 	roles   []node.Role
 	gateway interface{ ClientAddr() string }
 	timeout time.Duration
+	rpc     map[pki.Role]string
 }
 
 // New builds every role: certificates (created on first start under
@@ -104,11 +105,16 @@ func New(cfg Config, log *slog.Logger, tracing *telemetry.Tracing) (*Server, err
 	proc.EnableExporter = cfg.EnableExporter
 	s := &Server{proc: proc, timeout: cfg.ShutdownTimeout}
 
+	s.rpc = map[pki.Role]string{}
 	env := func(r pki.Role) (*node.RoleEnv, error) {
-		return proc.NewRoleEnv(node.RoleOptions{
+		e, err := proc.NewRoleEnv(node.RoleOptions{
 			Role: r, NodeID: idOf(r), TLSFiles: files[pki.Identity{Role: r, NodeID: idOf(r)}],
 			Listen: "127.0.0.1:0", DataDir: filepath.Join(dataDir, string(r)),
 		})
+		if err == nil {
+			s.rpc[r] = e.AdvertiseRPC
+		}
+		return e, err
 	}
 	fail := func(err error) (*Server, error) {
 		proc.Close()
@@ -186,6 +192,10 @@ func (s *Server) WaitReady(ctx context.Context) bool {
 
 // ClientAddr is the bound Wire v2 client address (after start).
 func (s *Server) ClientAddr() string { return s.gateway.ClientAddr() }
+
+// RPCAddr returns the internal gRPC (mTLS) address of a hosted role, for
+// operator tools holding a certificate from <data_dir>/certs.
+func (s *Server) RPCAddr(r pki.Role) string { return s.rpc[r] }
 
 // HealthAddr is the bound health listener address (after start).
 func (s *Server) HealthAddr() string { return s.proc.HealthListenAddr() }
