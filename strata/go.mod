@@ -22,6 +22,7 @@ require (
 	github.com/strataio/strata/libs v0.0.0-00010101000000-000000000000
 	github.com/strataio/strata/metad v0.0.0-00010101000000-000000000000
 	github.com/strataio/strata/partitiond v0.0.0-00010101000000-000000000000
+	github.com/strataio/strata/proto v0.0.0
 	go.opentelemetry.io/otel v1.47.0
 	go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc v1.47.0
 	go.opentelemetry.io/otel/sdk v1.47.0
@@ -72,7 +73,6 @@ require (
 	github.com/prometheus/common v0.72.0 // indirect
 	github.com/prometheus/procfs v0.22.0 // indirect
 	github.com/rogpeppe/go-internal v1.14.1 // indirect
-	github.com/strataio/strata/proto v0.0.0 // indirect
 	go.opentelemetry.io/auto/sdk v1.2.1 // indirect
 	go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc v0.72.0 // indirect
 	go.opentelemetry.io/otel/exporters/otlp/otlptrace v1.47.0 // indirect
