@@ -12,8 +12,12 @@ PKGS     = $(shell go list -m -f '{{.Path}}/...')
 TEST_TIMEOUT ?= 25m
 RACE ?= -race
 FUZZTIME ?= 20s
+# Stamped into every binary (strata_build_info, strata version); git is optional.
+VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)
+REVISION ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
+LDFLAGS  := -X $(PREFIX)/libs/buildinfo.Version=$(VERSION) -X $(PREFIX)/libs/buildinfo.Revision=$(REVISION)
 
-.PHONY: help build test test-short lint vet fmt-check boundaries fuzz fuzz-replay bench proto proto-check tools tidy tidy-check run clean
+.PHONY: help build test test-short lint vet fmt-check boundaries fuzz fuzz-replay bench bench-replication bench-streams race-streams soak rotation rotation-short proto proto-check tools tidy tidy-check run clean
 .PHONY: image compose-up compose-down compose-test
 
 help: ## list targets
@@ -21,7 +25,7 @@ help: ## list targets
 
 build: ## build every binary into .bin/ (static, CGO_ENABLED=0)
 	@mkdir -p $(BIN)
-	CGO_ENABLED=0 go build -trimpath -o $(BIN)/ $(PREFIX)/strata/cmd/... $(foreach r,$(ROLES),$(PREFIX)/$(r)/cmd/...)
+	CGO_ENABLED=0 go build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN)/ $(PREFIX)/strata/cmd/... $(foreach r,$(ROLES),$(PREFIX)/$(r)/cmd/...)
 
 test: ## run every module's tests with -race (the CI test command)
 	go test $(RACE) -timeout $(TEST_TIMEOUT) -count=1 $(PKGS)
@@ -46,6 +50,19 @@ fuzz: ## run every fuzz target for FUZZTIME each (default 20s)
 
 bench: ## run the Go benchmarks of codec and storage, printing figures
 	go test -run '^$$' -bench . -benchmem -timeout 30m $(PREFIX)/libs/wire/... $(PREFIX)/partitiond/... $(PREFIX)/metad/...
+
+bench-replication: ## RF 3 acks=all through 3 partitiond processes vs the all-in-one's acks=1, with follower lag (STRATA_BENCH_DURATION=8s)
+	STRATA_BENCH=1 go test -count=1 -timeout 20m -v -run '^TestReplicationThroughput$$' $(PREFIX)/strata/e2e/perf
+
+bench-streams: ## event sourcing on the all-in-one: APPEND_STREAM p50/p99 and rate (1 and 1,000 aggregates), READ_STREAM of 10,000 events with/without a snapshot
+	STRATA_BENCH=1 go test -count=1 -timeout 20m -v -run '^TestStreamThroughput$$' $(PREFIX)/strata/e2e/perf
+
+race-streams: ## the racing-appender proof at spec size: 8 appenders, 10,000 versions of one aggregate (partitiond, all-in-one, process cluster)
+	STRATA_STREAM_RACE_VERSIONS=10000 go test -count=1 -timeout 20m -v -run '^TestStreamConcurrentAppenders$$' $(PREFIX)/partitiond
+	STRATA_STREAM_RACE_VERSIONS=10000 go test -count=1 -timeout 20m -v -run '^TestBlackbox(AllInOne|ProcessCluster)$$/^EventSourcing$$/^racing_appenders$$' $(PREFIX)/strata/e2e/blackbox
+
+soak: ## the replication fault test at soak size: 200 leader faults (100 SIGSTOP), 1M acks=all writes (hours)
+	STRATA_SOAK=1 go test -count=1 -timeout 3h -v -run '^TestReplicationFailover$$' $(PREFIX)/strata/e2e/faults
 
 tools: ## build buf and the protoc plugins into .bin/ (pinned in tools/)
 	cd tools/protoc && GOWORK=off go build -o $(BIN)/ tool
@@ -74,6 +91,12 @@ clean:
 
 # --- container image and docker-compose stack (deploy/; see docs/deployment.md) ---
 IMAGE   ?= strata:dev
+rotation: ## every role's internal certificate re-issued every 60s for 10 minutes under strata bench load: 0 failed requests (ROTATION_EVERY=, ROTATION_FOR=)
+	STRATA_ROTATION_EVERY=$(or $(ROTATION_EVERY),60s) STRATA_ROTATION_FOR=$(or $(ROTATION_FOR),10m) go test -count=1 -timeout 30m -v -run '^TestRotationUnderLoad$$' $(PREFIX)/strata/e2e/rotation
+
+rotation-short: ## the CI size of make rotation: every 2s for 12s (also part of make test)
+	go test -count=1 -timeout 5m -v -run '^TestRotationUnderLoad$$' $(PREFIX)/strata/e2e/rotation
+
 STAGING := deploy/docker/staging
 COMPOSE ?= docker-compose
 COMPOSE_FILE_PATH := deploy/compose/docker-compose.yml

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"net"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"sort"
 	"strings"
@@ -140,6 +141,10 @@ func Check(p *types.Project) []string {
 // when the role is stateful, its node id is its service name (the DNS SAN of
 // its certificate), its certificate files are the ones the certs one-shot
 // issues for it, and it knows every metad.
+// principalEntry is the shape of a gateway.sasl_principals entry
+// (gateway/internal/auth checks it fully at startup).
+var principalEntry = regexp.MustCompile(`^[A-Za-z0-9._@=-]+:[a-z.*+]+:pbkdf2-sha256\$[0-9]+\$[A-Za-z0-9_-]+\$[A-Za-z0-9_-]+$`)
+
 func checkNode(p *types.Project, name string, s types.ServiceConfig, bad func(string, ...any)) {
 	role := Role(s)
 	env := func(k string) string {
@@ -167,6 +172,22 @@ func checkNode(p *types.Project, name string, s types.ServiceConfig, bad func(st
 				if other != name && slices.ContainsFunc(o.Volumes, func(v types.ServiceVolumeConfig) bool { return v.Source == s.Volumes[i].Source }) {
 					bad("%s: data volume %s shared with %s", name, s.Volumes[i].Source, other)
 				}
+			}
+		}
+	}
+	if role == "gateway" {
+		// Client authentication is on, with principal entries whose token
+		// hashes survived compose interpolation (`$$` for every `$`).
+		if env("STRATA_GATEWAY_ENABLE_SASL") != "true" {
+			bad("%s: STRATA_GATEWAY_ENABLE_SASL %q, want true", name, env("STRATA_GATEWAY_ENABLE_SASL"))
+		}
+		entries := env("STRATA_GATEWAY_SASL_PRINCIPALS")
+		if entries == "" {
+			bad("%s: STRATA_GATEWAY_SASL_PRINCIPALS is empty", name)
+		}
+		for _, e := range strings.Split(entries, ",") {
+			if !principalEntry.MatchString(e) {
+				bad("%s: sasl principal entry %q is not name:perms:pbkdf2-sha256$<n>$<salt>$<key>", name, e)
 			}
 		}
 	}
@@ -205,11 +226,21 @@ func checkNode(p *types.Project, name string, s types.ServiceConfig, bad func(st
 				bad("%s: STRATA_METAD_VOTERS %q lacks %s", name, env("STRATA_METAD_VOTERS"), other)
 			}
 		}
-		// Replication is not built: more than one replica per partition
-		// would be refused or unplaceable on this stack's defaults.
-		if env("STRATA_METAD_DEFAULT_REPLICATION_FACTOR") != "1" {
-			bad("%s: STRATA_METAD_DEFAULT_REPLICATION_FACTOR %q, want 1", name, env("STRATA_METAD_DEFAULT_REPLICATION_FACTOR"))
+		// Three partition servers: replication factor 3, min ISR 2.
+		if env("STRATA_METAD_DEFAULT_REPLICATION_FACTOR") != "3" {
+			bad("%s: STRATA_METAD_DEFAULT_REPLICATION_FACTOR %q, want 3", name, env("STRATA_METAD_DEFAULT_REPLICATION_FACTOR"))
 		}
+		if env("STRATA_METAD_MIN_INSYNC_REPLICAS") != "2" {
+			bad("%s: STRATA_METAD_MIN_INSYNC_REPLICAS %q, want 2", name, env("STRATA_METAD_MIN_INSYNC_REPLICAS"))
+		}
+	}
+	// metad reports the effective min ISR; partitiond enforces it: the two
+	// must agree, and __consumer_offsets is replicated like any topic.
+	if role == "partitiond" && env("STRATA_PARTITIOND_MIN_INSYNC_REPLICAS") != "2" {
+		bad("%s: STRATA_PARTITIOND_MIN_INSYNC_REPLICAS %q, want 2", name, env("STRATA_PARTITIOND_MIN_INSYNC_REPLICAS"))
+	}
+	if role == "coordinatord" && env("STRATA_COORDINATORD_OFFSETS_REPLICATION_FACTOR") != "3" {
+		bad("%s: STRATA_COORDINATORD_OFFSETS_REPLICATION_FACTOR %q, want 3", name, env("STRATA_COORDINATORD_OFFSETS_REPLICATION_FACTOR"))
 	}
 }
 

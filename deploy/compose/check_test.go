@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/compose-spec/compose-go/v2/types"
+	"go.yaml.in/yaml/v3"
 )
 
 const stackFile = "docker-compose.yml"
@@ -33,7 +35,7 @@ func TestStackPassesEveryRule(t *testing.T) {
 		t.Fatalf("%s breaks %d rules:\n  %s", stackFile, len(errs), strings.Join(errs, "\n  "))
 	}
 	// The optional services are loaded (profiles enabled) and checked too.
-	for _, name := range []string{"prometheus", "otel-collector"} {
+	for _, name := range []string{"prometheus", "grafana", "otel-collector"} {
 		s, ok := p.Services[name]
 		if !ok || !slices.Contains(s.Profiles, "observability") {
 			t.Fatalf("%s missing or not in the observability profile", name)
@@ -105,6 +107,15 @@ func TestCheckCatchesBrokenStacks(t *testing.T) {
 		mutate func(p *types.Project)
 		want   string
 	}{
+		{"client auth off", func(p *types.Project) {
+			setService(p, "gateway-2", func(s *types.ServiceConfig) { delete(s.Environment, "STRATA_GATEWAY_ENABLE_SASL") })
+		}, `gateway-2: STRATA_GATEWAY_ENABLE_SASL "", want true`},
+		{"token hash eaten by interpolation", func(p *types.Project) {
+			setService(p, "gateway-1", func(s *types.ServiceConfig) {
+				v := "admin:*:pbkdf2-sha256"
+				s.Environment["STRATA_GATEWAY_SASL_PRINCIPALS"] = &v
+			})
+		}, `gateway-1: sasl principal entry "admin:\*:pbkdf2-sha256" is not`},
 		{"shell probe", func(p *types.Project) {
 			setService(p, "metad-2", func(s *types.ServiceConfig) {
 				s.HealthCheck.Test = types.HealthCheckTest{"CMD-SHELL", "metad healthcheck"}
@@ -164,8 +175,11 @@ func TestCheckCatchesBrokenStacks(t *testing.T) {
 			})
 		}, `metad-1: STRATA_METAD_VOTERS .* lacks metad-3`},
 		{"replication factor", func(p *types.Project) {
-			setService(p, "metad-2", func(s *types.ServiceConfig) { s.Environment["STRATA_METAD_DEFAULT_REPLICATION_FACTOR"] = ptr("3") })
-		}, `metad-2: STRATA_METAD_DEFAULT_REPLICATION_FACTOR "3", want 1`},
+			setService(p, "metad-2", func(s *types.ServiceConfig) { s.Environment["STRATA_METAD_DEFAULT_REPLICATION_FACTOR"] = ptr("1") })
+		}, `metad-2: STRATA_METAD_DEFAULT_REPLICATION_FACTOR "1", want 3`},
+		{"partitiond min ISR disagrees with metad's", func(p *types.Project) {
+			setService(p, "partitiond-3", func(s *types.ServiceConfig) { s.Environment["STRATA_PARTITIOND_MIN_INSYNC_REPLICAS"] = ptr("1") })
+		}, `partitiond-3: STRATA_PARTITIOND_MIN_INSYNC_REPLICAS "1", want 2`},
 		{"missing gateway", func(p *types.Project) { delete(p.Services, "gateway-2") }, `stack has 1 gateway services, want 2`},
 	}
 	for _, c := range cases {
@@ -178,6 +192,82 @@ func TestCheckCatchesBrokenStacks(t *testing.T) {
 				t.Fatalf("want an error matching %q, got:\n  %s", c.want, strings.Join(errs, "\n  "))
 			}
 		})
+	}
+}
+
+// The observability profile loads the alert rules into Prometheus and the
+// dashboards into Grafana: each mount's source exists, and the in-container
+// paths are the ones prometheus.yml and the Grafana provisioning files name.
+func TestObservabilityProfileMountsDashboardsAndRules(t *testing.T) {
+	p := load(t)
+	mounts := func(service string) map[string]string { // target -> source
+		out := map[string]string{}
+		for _, v := range p.Services[service].Volumes {
+			if v.Type == types.VolumeTypeBind {
+				if _, err := os.Stat(v.Source); err != nil {
+					t.Errorf("%s: bind source %s: %v", service, v.Source, err)
+				}
+				out[v.Target] = v.Source
+			}
+		}
+		return out
+	}
+	var prom struct {
+		RuleFiles []string `yaml:"rule_files"`
+	}
+	readYAML(t, "prometheus.yml", &prom)
+	pm := mounts("prometheus")
+	if len(prom.RuleFiles) == 0 {
+		t.Fatal("prometheus.yml loads no rule files")
+	}
+	for _, rf := range prom.RuleFiles {
+		if src, ok := pm[rf]; !ok || filepath.Base(src) != "strata-rules.yaml" {
+			t.Errorf("rule file %s is not the mounted deploy/prometheus/strata-rules.yaml (mounts %v)", rf, pm)
+		}
+	}
+
+	gm := mounts("grafana")
+	var provider struct {
+		Providers []struct {
+			Options struct {
+				Path string `yaml:"path"`
+			} `yaml:"options"`
+		} `yaml:"providers"`
+	}
+	readYAML(t, "../grafana/provisioning/dashboards/strata.yaml", &provider)
+	if len(provider.Providers) != 1 {
+		t.Fatalf("want one dashboard provider, have %d", len(provider.Providers))
+	}
+	dash, ok := gm[provider.Providers[0].Options.Path]
+	if !ok || filepath.Base(dash) != "dashboards" {
+		t.Errorf("provider path %s is not the mounted deploy/grafana/dashboards (mounts %v)", provider.Providers[0].Options.Path, gm)
+	}
+	if files, _ := filepath.Glob(filepath.Join(dash, "*.json")); len(files) < 5 {
+		t.Errorf("%d dashboards under %s, want 5", len(files), dash)
+	}
+	if src := gm["/etc/grafana/provisioning"]; filepath.Base(src) != "provisioning" {
+		t.Errorf("grafana provisioning not mounted at /etc/grafana/provisioning (mounts %v)", gm)
+	}
+	var ds struct {
+		Datasources []struct {
+			Type string `yaml:"type"`
+			URL  string `yaml:"url"`
+		} `yaml:"datasources"`
+	}
+	readYAML(t, "../grafana/provisioning/datasources/strata.yaml", &ds)
+	if len(ds.Datasources) != 1 || ds.Datasources[0].Type != "prometheus" || ds.Datasources[0].URL != "http://prometheus:9090" {
+		t.Errorf("grafana data source %+v, want the profile's prometheus", ds.Datasources)
+	}
+}
+
+func readYAML(t *testing.T, path string, v any) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.Unmarshal(b, v); err != nil {
+		t.Fatalf("%s: %v", path, err)
 	}
 }
 

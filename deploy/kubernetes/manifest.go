@@ -1,7 +1,11 @@
-// Package kubernetes holds the Kubernetes manifest of the split deployment
-// (strata.yaml) and the offline checks that keep it consistent: every role
-// scales on its own, probes use the spec's /ready and /live, the metad voter
-// list matches its replicas, and only init containers see the CA key.
+// Package kubernetes holds the Kubernetes material of the split deployment
+// and its offline checks: the Helm chart (deploy/helm/strata) rendered with
+// the Helm library and strict-decoded into the Kubernetes API types, the
+// plain manifest strata.yaml (the chart's rendered default, kept equal by a
+// test), and Check, the consistency rules both must keep: every role scales
+// on its own, probes use the spec's /ready and /live, the metad voter list
+// matches its replicas, only init containers see the CA key, and the
+// replication settings agree.
 package kubernetes
 
 import (
@@ -9,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
@@ -192,6 +197,7 @@ func Check(objs []Object) []error {
 			}
 		}
 	}
+	checkReplication(workloads, bad)
 	if g, ok := services["gateway"]; ok {
 		found := false
 		for _, p := range g.Spec.Ports {
@@ -202,6 +208,41 @@ func Check(objs []Object) []error {
 		}
 	}
 	return errs
+}
+
+// checkReplication checks the replication settings (docs/replication.md):
+// metad's default replication factor and min ISR are set and satisfiable
+// by the partition servers, every partitiond enforces the min ISR metad
+// reports, and coordinatord's __consumer_offsets factor fits too.
+func checkReplication(workloads map[string]Object, bad func(string, ...any)) {
+	env := func(role, name string) (int, bool) {
+		w, ok := workloads[role]
+		if !ok || len(w.Spec.Template.Spec.Containers) != 1 {
+			return 0, false
+		}
+		v := w.Spec.Template.Spec.Containers[0].EnvValue(name)
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			bad("%s: %s %q is not a positive integer", role, name, v)
+			return 0, false
+		}
+		return n, true
+	}
+	partitionServers := workloads["partitiond"].Spec.Replicas
+	rf, okRF := env("metad", "STRATA_METAD_DEFAULT_REPLICATION_FACTOR")
+	minISR, okISR := env("metad", "STRATA_METAD_MIN_INSYNC_REPLICAS")
+	if okRF && rf > partitionServers {
+		bad("metad: default replication factor %d exceeds the %d partitiond replicas", rf, partitionServers)
+	}
+	if okRF && okISR && minISR > rf {
+		bad("metad: min ISR %d exceeds the replication factor %d", minISR, rf)
+	}
+	if pISR, ok := env("partitiond", "STRATA_PARTITIOND_MIN_INSYNC_REPLICAS"); ok && okISR && pISR != minISR {
+		bad("partitiond: STRATA_PARTITIOND_MIN_INSYNC_REPLICAS %d differs from metad's min ISR %d", pISR, minISR)
+	}
+	if orf, ok := env("coordinatord", "STRATA_COORDINATORD_OFFSETS_REPLICATION_FACTOR"); ok && orf > partitionServers {
+		bad("coordinatord: __consumer_offsets replication factor %d exceeds the %d partitiond replicas", orf, partitionServers)
+	}
 }
 
 func hasKey(items []struct {

@@ -33,6 +33,12 @@ func TestCheckCatchesBrokenManifests(t *testing.T) {
 		"non-root":    {"runAsNonRoot: true", "runAsNonRoot: false"},
 		"client port": {"port: 9000", "port: 9001"},
 		"ca key":      {"- {name: ca, mountPath: /ca, readOnly: true}", "- {name: ca-key, mountPath: /ca, readOnly: true}"},
+		"min ISR disagrees": {"- name: STRATA_PARTITIOND_MIN_INSYNC_REPLICAS\n              value: \"2\"",
+			"- name: STRATA_PARTITIOND_MIN_INSYNC_REPLICAS\n              value: \"1\""},
+		"replication factor above partition servers": {"- name: STRATA_METAD_DEFAULT_REPLICATION_FACTOR\n              value: \"3\"",
+			"- name: STRATA_METAD_DEFAULT_REPLICATION_FACTOR\n              value: \"4\""},
+		"offsets factor unset": {"- name: STRATA_COORDINATORD_OFFSETS_REPLICATION_FACTOR\n              value: \"3\"",
+			"- name: STRATA_COORDINATORD_OFFSETS_REPLICATION_FACTOR\n              value: \"\""},
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {

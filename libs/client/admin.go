@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/strataio/strata/libs/errcode"
 	"github.com/strataio/strata/libs/wire"
@@ -20,26 +21,24 @@ type Reply struct {
 // Int returns key as a signed integer; a missing or malformed value is a
 // decode_failed error.
 func (r Reply) Int(key string) (int64, error) {
-	v, ok := r.Get(key)
-	if !ok {
-		return 0, errcode.DecodeFailed.New("reply field missing", "payload", "ok_text", "field", key)
-	}
-	n, err := strconv.ParseInt(v, 10, 64)
-	if err != nil {
-		return 0, errcode.DecodeFailed.New("reply field is not an integer", "payload", "ok_text", "field", key, "value", v)
-	}
-	return n, nil
+	return replyNumber(r, key, "an integer", func(v string) (int64, error) { return strconv.ParseInt(v, 10, 64) })
 }
 
 // Uint returns key as an unsigned integer.
 func (r Reply) Uint(key string) (uint64, error) {
+	return replyNumber(r, key, "an unsigned integer", func(v string) (uint64, error) { return strconv.ParseUint(v, 10, 64) })
+}
+
+// replyNumber reads key with parse; kind names the number in the error of
+// a malformed value.
+func replyNumber[N int64 | uint64](r Reply, key, kind string, parse func(string) (N, error)) (N, error) {
 	v, ok := r.Get(key)
 	if !ok {
 		return 0, errcode.DecodeFailed.New("reply field missing", "payload", "ok_text", "field", key)
 	}
-	n, err := strconv.ParseUint(v, 10, 64)
+	n, err := parse(v)
 	if err != nil {
-		return 0, errcode.DecodeFailed.New("reply field is not an unsigned integer", "payload", "ok_text", "field", key, "value", v)
+		return 0, errcode.DecodeFailed.New("reply field is not "+kind, "payload", "ok_text", "field", key, "value", v)
 	}
 	return n, nil
 }
@@ -176,21 +175,25 @@ type PartitionDescription struct {
 
 // Describe returns a topic's definition and partitions.
 func (c *Client) Describe(ctx context.Context, topic string) (*TopicDescription, error) {
-	s, err := c.text(ctx, wire.CmdDescribe, params("topic", topic))
+	s, err := c.answer(ctx, wire.CmdDescribe, params("topic", topic))
 	if err != nil {
 		return nil, err
 	}
-	if strings.HasPrefix(s, "ERROR") {
-		if e, ok := errcode.ParseText(s); ok {
-			return nil, e
-		}
-	}
 	var d TopicDescription
-	if err := json.Unmarshal([]byte(s), &d); err != nil {
-		return nil, errcode.DecodeFailed.New("DESCRIBE reply is not the expected JSON", "payload", "describe", "reason", err.Error())
+	if err := decodeJSON(wire.CmdDescribe, "describe", s, &d); err != nil {
+		return nil, err
 	}
 	d.Raw = json.RawMessage(s)
 	return &d, nil
+}
+
+// decodeJSON decodes the JSON answer s of cmd into dst; payload names the
+// answer in the decode_failed error of one that is not the expected JSON.
+func decodeJSON(cmd wire.Command, payload, s string, dst any) error {
+	if err := json.Unmarshal([]byte(s), dst); err != nil {
+		return errcode.DecodeFailed.New(cmd.String()+" reply is not the expected JSON", "payload", payload, "reason", err.Error())
+	}
+	return nil
 }
 
 // TopicMetadata is the METADATA answer: the routing view of a topic.
@@ -229,6 +232,25 @@ func (c *Client) Metadata(ctx context.Context, topic string) (*TopicMetadata, er
 type PartitionOffsets struct {
 	Partition                  int32
 	Earliest, Latest, LEO, HWM uint64
+	// Time is the offset of the time ListOffsetsAt asked for (the first
+	// offset whose batch holds a timestamp at or after it, within
+	// [Earliest, HWM]); zero from ListOffsets.
+	Time uint64
+}
+
+// ListOffsetsAt is ListOffsets that also looks up the offset of time at in
+// every partition (Strata's LIST_OFFSETS timestamp= extension parameter,
+// served from partitiond's time index): PartitionOffsets.Time.
+func (c *Client) ListOffsetsAt(ctx context.Context, topic string, partition int32, at time.Time) ([]PartitionOffsets, error) {
+	p := ""
+	if partition >= 0 {
+		p = strconv.Itoa(int(partition))
+	}
+	r, err := c.ok(ctx, wire.CmdListOffsets, params("topic", topic, "partition", p, "timestamp", strconv.FormatInt(max(at.UnixMilli(), 0), 10)))
+	if err != nil {
+		return nil, err
+	}
+	return parsePartitionOffsets(r.Value("offsets"))
 }
 
 // ListOffsets returns the offset range of every partition of topic, or of
@@ -274,6 +296,8 @@ func parsePartitionOffsets(s string) ([]PartitionOffsets, error) {
 				po.LEO = n
 			case "hwm":
 				po.HWM = n
+			case "time":
+				po.Time = n
 			}
 		}
 		out = append(out, po)
@@ -281,18 +305,10 @@ func parsePartitionOffsets(s string) ([]PartitionOffsets, error) {
 	return out, nil
 }
 
-// ClusterStatus returns the CLUSTER_STATUS JSON document as received (its
-// field names are not fixed by the spec).
+// ClusterStatus returns the CLUSTER_STATUS JSON document as received, the
+// application topics' partitions only (ClusterStatusWith for the rest).
 func (c *Client) ClusterStatus(ctx context.Context) (json.RawMessage, error) {
-	r, err := c.ok(ctx, wire.CmdClusterStatus, params())
-	if err != nil {
-		return nil, err
-	}
-	v, ok := r.Get("cluster")
-	if !ok || !json.Valid([]byte(v)) {
-		return nil, errcode.DecodeFailed.New("CLUSTER_STATUS reply carries no JSON", "payload", "ok_text")
-	}
-	return json.RawMessage(v), nil
+	return c.ClusterStatusWith(ctx, ClusterStatusOptions{})
 }
 
 // IDList is a list of broker ids. Strata's node ids are strings; the public

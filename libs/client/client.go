@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/strataio/strata/libs/clienttls"
 	"github.com/strataio/strata/libs/errcode"
 	"github.com/strataio/strata/libs/wire"
 )
@@ -45,6 +46,10 @@ type Options struct {
 	WriteTimeout time.Duration
 	// TLS, when set, wraps the connection (TLS 1.2+ as the spec requires).
 	TLS *tls.Config
+	// TLSFiles, when TLS is nil and any file is named, builds the TLS
+	// configuration from PEM files at Dial (TLSFilesFromEnv reads them
+	// from the environment).
+	TLSFiles TLSFiles
 	// Principal and Token, when Principal is set, are sent with AUTH right
 	// after negotiation.
 	Principal, Token string
@@ -113,6 +118,13 @@ type Client struct {
 // Dial connects to addr (host:port), negotiates Wire v2 and returns the
 // Client. A negotiation failure is a typed negotiation_failed error.
 func Dial(ctx context.Context, addr string, opts Options) (*Client, error) {
+	if opts.TLS == nil && opts.TLSFiles.Enabled() {
+		cfg, err := clienttls.ClientConfig(opts.TLSFiles)
+		if err != nil {
+			return nil, errcode.InvalidParameter.New("client TLS: "+err.Error(), "param", "tls")
+		}
+		opts.TLS = cfg
+	}
 	c := &Client{addr: addr, opts: opts.withDefaults()}
 	if _, err := c.conn(ctx); err != nil {
 		return nil, err
@@ -136,34 +148,60 @@ func (c *Client) Compression() wire.Compression {
 	return c.cur.compression()
 }
 
-// conn returns the live connection, redialing a broken one.
+// conn returns the live connection, redialing a broken one. After failed
+// dials it waits out the backoff first, without holding the client's lock:
+// every caller waits at the same time (and gives up on its own context)
+// rather than one after the other. A caller waits once: when another
+// caller's dial failed meanwhile, it returns that failure instead of
+// waiting for the next, longer backoff.
 func (c *Client) conn(ctx context.Context) (*conn, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.closed {
-		return nil, ErrClientClosed
-	}
-	if c.cur != nil {
-		if c.cur.broken() == nil {
-			return c.cur, nil
+	waited := false
+	for {
+		c.mu.Lock()
+		if c.closed {
+			c.mu.Unlock()
+			return nil, ErrClientClosed
 		}
-		old := c.cur
-		c.cur = nil
-		old.shutdown(old.broken())
-	}
-	if c.failures > 0 {
-		wait := c.opts.ReconnectBackoff << min(c.failures-1, 16)
-		wait = min(wait, c.opts.MaxReconnectBackoff)
-		if rest := time.Until(c.lastFail.Add(wait)); rest > 0 {
-			t := time.NewTimer(rest)
-			select {
-			case <-t.C:
-			case <-ctx.Done():
-				t.Stop()
-				return nil, ctxError(ctx, wire.CmdNegotiate)
+		if c.cur != nil {
+			if c.cur.broken() == nil {
+				cn := c.cur
+				c.mu.Unlock()
+				return cn, nil
 			}
+			old := c.cur
+			c.cur = nil
+			old.shutdown(old.broken())
+		}
+		var rest time.Duration
+		if c.failures > 0 {
+			wait := min(c.opts.ReconnectBackoff<<min(c.failures-1, 16), c.opts.MaxReconnectBackoff)
+			rest = time.Until(c.lastFail.Add(wait))
+		}
+		if rest > 0 && waited {
+			err := c.lastError
+			c.mu.Unlock()
+			return nil, err
+		}
+		if rest <= 0 {
+			// Dial under the lock: one attempt at a time, and the callers
+			// queued behind it take its connection.
+			defer c.mu.Unlock()
+			return c.dialLocked(ctx)
+		}
+		c.mu.Unlock()
+		waited = true
+		t := time.NewTimer(rest)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return nil, ctxError(ctx, wire.CmdNegotiate)
 		}
 	}
+}
+
+// dialLocked dials a new current connection; c.mu is held.
+func (c *Client) dialLocked(ctx context.Context) (*conn, error) {
 	cn, err := dialConn(ctx, c.addr, &c.opts)
 	if err != nil {
 		c.failures++
@@ -227,22 +265,27 @@ func (c *Client) text(ctx context.Context, cmd wire.Command, req *wire.Request) 
 	return string(fs[0].payload), nil
 }
 
-// ok runs a one-frame command whose answer is "OK key=value ...".
-func (c *Client) ok(ctx context.Context, cmd wire.Command, req *wire.Request) (Reply, error) {
+// answer runs a one-frame command and returns its text. Some handlers
+// answer an ERROR text in an OK frame (legacy paths); the readable form
+// still maps to a typed error.
+func (c *Client) answer(ctx context.Context, cmd wire.Command, req *wire.Request) (string, error) {
 	s, err := c.text(ctx, cmd, req)
 	if err != nil {
-		return Reply{}, err
+		return "", err
 	}
-	return parseReply(s)
-}
-
-func parseReply(s string) (Reply, error) {
-	// Some handlers answer an ERROR text in an OK frame (legacy paths); the
-	// readable form still maps to a typed error.
 	if strings.HasPrefix(s, "ERROR") {
 		if e, ok := errcode.ParseText(s); ok {
-			return Reply{}, e
+			return "", e
 		}
+	}
+	return s, nil
+}
+
+// ok runs a one-frame command whose answer is "OK key=value ...".
+func (c *Client) ok(ctx context.Context, cmd wire.Command, req *wire.Request) (Reply, error) {
+	s, err := c.answer(ctx, cmd, req)
+	if err != nil {
+		return Reply{}, err
 	}
 	r, err := wire.ParseOK(s)
 	if err != nil {

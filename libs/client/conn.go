@@ -51,7 +51,11 @@ var framePool = sync.Pool{New: func() any { b := make([]byte, 0, 4096); return &
 
 // dialConn connects, negotiates and starts the reader.
 func dialConn(ctx context.Context, addr string, o *Options) (*conn, error) {
-	d := net.Dialer{Timeout: o.DialTimeout}
+	// TCP keepalive finds a server that vanished without closing the
+	// connection (host down, network cut) within about 25 s of silence,
+	// where the operating system's default would take minutes; the next
+	// call then redials.
+	d := net.Dialer{Timeout: o.DialTimeout, KeepAliveConfig: net.KeepAliveConfig{Enable: true, Idle: 10 * time.Second, Interval: 5 * time.Second, Count: 3}}
 	nc, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
 		return nil, connLost("dial", err)

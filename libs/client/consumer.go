@@ -94,6 +94,20 @@ func (k *Consumer) Assignments() []int32 {
 // Position returns the next offset Poll reads from partition p.
 func (k *Consumer) Position(p int32) uint64 { k.mu.Lock(); defer k.mu.Unlock(); return k.pos[p] }
 
+// Seek sets the next offset Poll reads from partition p, and so what Commit
+// commits for it: after handing out only part of a polled batch, seek to the
+// offset after the last record delivered so the rest is not committed
+// unseen. The server starts a read at the later of this offset and the
+// group's committed offset (spec 4.6). A partition not assigned in this
+// generation is ignored.
+func (k *Consumer) Seek(p int32, offset uint64) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if _, ok := k.pos[p]; ok {
+		k.pos[p] = offset
+	}
+}
+
 // MustRejoin reports whether err tells a group member to stop consuming and
 // join again (spec 3.3 and 4.5): a fencing-class error such as GEN_MISMATCH
 // or NOT_OWNER, member_not_found, or group_not_found (the group was deleted

@@ -164,14 +164,9 @@ type GroupMember struct {
 
 // GroupStatus describes a group.
 func (c *Client) GroupStatus(ctx context.Context, group string) (*GroupStatus, error) {
-	s, err := c.text(ctx, wire.CmdGroupStatus, params("group", group))
+	s, err := c.answer(ctx, wire.CmdGroupStatus, params("group", group))
 	if err != nil {
 		return nil, err
-	}
-	if strings.HasPrefix(s, "ERROR") {
-		if e, ok := errcode.ParseText(s); ok {
-			return nil, e
-		}
 	}
 	// Some servers wrap the JSON as "OK status=<json>"; accept both.
 	if strings.HasPrefix(s, "OK") {
@@ -180,8 +175,8 @@ func (c *Client) GroupStatus(ctx context.Context, group string) (*GroupStatus, e
 		}
 	}
 	var g GroupStatus
-	if err := json.Unmarshal([]byte(s), &g); err != nil {
-		return nil, errcode.DecodeFailed.New("GROUP_STATUS reply is not the expected JSON", "payload", "group_status", "reason", err.Error())
+	if err := decodeJSON(wire.CmdGroupStatus, "group_status", s, &g); err != nil {
+		return nil, err
 	}
 	g.Raw = json.RawMessage(s)
 	return &g, nil

@@ -5,11 +5,12 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
-	"hash/fnv"
 	"sync"
 	"time"
 
 	"github.com/strataio/strata/libs/errcode"
+	"github.com/strataio/strata/libs/pace"
+	"github.com/strataio/strata/libs/placement"
 	"github.com/strataio/strata/libs/wire"
 )
 
@@ -275,7 +276,7 @@ func (p *Producer) sender(pb *partBuf) {
 // publish sends one batch, retrying retryable errors with the same sequence
 // numbers (idempotent producers are deduplicated by the server).
 func (p *Producer) publish(b *wire.Batch) (wire.AckResponse, error) {
-	backoff := p.o.RetryBackoff
+	backoff := pace.Backoff{Initial: p.o.RetryBackoff, Max: 5 * time.Second}
 	for attempt := 0; ; attempt++ {
 		ack, err := p.c.PublishBatch(p.ctx, b)
 		if err == nil || !errcode.IsRetryable(err) || attempt >= p.o.MaxRetries || p.ctx.Err() != nil {
@@ -284,14 +285,9 @@ func (p *Producer) publish(b *wire.Batch) (wire.AckResponse, error) {
 		// A non-idempotent batch resent after a lost connection may be stored
 		// twice; that is the documented at-least-once contract of acks<all
 		// without idempotence.
-		t := time.NewTimer(backoff)
-		select {
-		case <-t.C:
-		case <-p.ctx.Done():
-			t.Stop()
+		if !backoff.Wait(p.ctx) {
 			return ack, err
 		}
-		backoff = min(backoff*2, 5*time.Second)
 	}
 }
 
@@ -410,9 +406,7 @@ func (p *Producer) route(ctx context.Context, topic, key string) (int32, error) 
 		p.mu.Unlock()
 	}
 	if key != "" && !p.o.RoundRobin {
-		h := fnv.New64a()
-		_, _ = h.Write([]byte(key))
-		return int32(h.Sum64() % uint64(n)), nil
+		return placement.KeyPartitionString(key, int32(n)), nil
 	}
 	p.mu.Lock()
 	p.rr++

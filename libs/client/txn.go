@@ -2,15 +2,16 @@ package client
 
 import (
 	"context"
-	"encoding/json"
 	"strconv"
+	"time"
 
 	"github.com/strataio/strata/libs/errcode"
+	"github.com/strataio/strata/libs/pace"
 	"github.com/strataio/strata/libs/wire"
 )
 
-// This file holds the thinner wrappers: transactions (spec 4.7),
-// event sourcing (4.8) and the remaining administration commands. They send
+// This file holds the thinner wrappers: transactions (spec 4.7) and the
+// remaining administration commands (event sourcing is eventsourcing.go). They send
 // the spec's parameters and return the parsed reply; a server that has not
 // built a subsystem answers with its typed error (UNSUPPORTED_FEATURE), which
 // these methods pass through unchanged.
@@ -81,108 +82,6 @@ func (c *Client) TxnStatus(ctx context.Context, transactionalID string) (Reply, 
 	return c.ok(ctx, wire.CmdTxnStatus, params("transactional_id", transactionalID))
 }
 
-// Event is one APPEND_STREAM event.
-type Event struct {
-	Topic, Key string
-	// Version must be the aggregate's current version + 1.
-	Version       uint64
-	EventType     string
-	SchemaVersion uint32
-	Metadata      string
-	Payload       string
-}
-
-// AppendStream appends an event to an aggregate stream; a wrong version is
-// version_conflict with current and expected.
-func (c *Client) AppendStream(ctx context.Context, e Event) (Reply, error) {
-	sv := ""
-	if e.SchemaVersion != 0 {
-		sv = strconv.FormatUint(uint64(e.SchemaVersion), 10)
-	}
-	req := params("topic", e.Topic, "key", e.Key, "version", strconv.FormatUint(e.Version, 10),
-		"event_type", e.EventType, "schema_version", sv)
-	// metadata= and message= capture the rest of a text line, so they are
-	// appended last, metadata first, as the SDK text form orders them.
-	if e.Metadata != "" {
-		req.Add("metadata", e.Metadata)
-	}
-	req.Add("message", e.Payload)
-	return c.ok(ctx, wire.CmdAppendStream, req)
-}
-
-// StreamHistory is a READ_STREAM answer: the JSON envelope and the events.
-type StreamHistory struct {
-	Envelope json.RawMessage
-	Events   *wire.Batch
-}
-
-// ReadStream reads an aggregate's events from fromVersion (0 means 1). An
-// early failure arrives as a JSON envelope with status ERROR, returned as a
-// typed error.
-func (c *Client) ReadStream(ctx context.Context, topic, key string, fromVersion uint64) (*StreamHistory, error) {
-	fv := ""
-	if fromVersion > 0 {
-		fv = strconv.FormatUint(fromVersion, 10)
-	}
-	fs, err := c.roundTrip(ctx, wire.CmdReadStream, params("topic", topic, "key", key, "from_version", fv), nil, 2)
-	if err != nil {
-		return nil, err
-	}
-	if len(fs) == 0 {
-		return nil, errcode.DecodeFailed.New("empty READ_STREAM reply", "payload", "read_stream")
-	}
-	h := &StreamHistory{Envelope: json.RawMessage(fs[0].payload)}
-	var env struct {
-		Status string `json:"status"`
-		Error  string `json:"error"`
-	}
-	if err := json.Unmarshal(fs[0].payload, &env); err != nil {
-		return nil, errcode.DecodeFailed.New("READ_STREAM envelope is not JSON", "payload", "read_stream", "reason", err.Error())
-	}
-	if env.Status == "ERROR" {
-		if e, ok := errcode.ParseText("ERROR: " + env.Error); ok {
-			return h, e
-		}
-		return h, errcode.Lookup(env.Error).New("READ_STREAM failed")
-	}
-	if len(fs) < 2 {
-		return nil, errcode.DecodeFailed.New("READ_STREAM reply without its batch frame", "payload", "read_stream")
-	}
-	if h.Events, err = decodeBatchReply(fs[1].payload); err != nil {
-		return nil, err
-	}
-	return h, nil
-}
-
-// StreamVersion returns an aggregate's current version (0 when unknown).
-func (c *Client) StreamVersion(ctx context.Context, topic, key string) (uint64, error) {
-	r, err := c.ok(ctx, wire.CmdStreamVersion, params("topic", topic, "key", key))
-	if err != nil {
-		return 0, err
-	}
-	return r.Uint("version")
-}
-
-// SaveSnapshot stores an aggregate snapshot at version.
-func (c *Client) SaveSnapshot(ctx context.Context, topic, key string, version uint64, payload string) (Reply, error) {
-	req := params("topic", topic, "key", key, "version", strconv.FormatUint(version, 10))
-	req.Add("message", payload)
-	return c.ok(ctx, wire.CmdSaveSnapshot, req)
-}
-
-// ReadSnapshot returns the snapshot JSON, or nil when there is none.
-func (c *Client) ReadSnapshot(ctx context.Context, topic, key string) (json.RawMessage, error) {
-	r, err := c.ok(ctx, wire.CmdReadSnapshot, params("topic", topic, "key", key))
-	if err != nil {
-		return nil, err
-	}
-	v := r.Value("snapshot")
-	if v == "" || v == "null" {
-		return nil, nil
-	}
-	return json.RawMessage(v), nil
-}
-
 // RegisterGroup registers a group with exactly one selector: topic, topics
 // (comma list) or pattern (glob); pass the other two empty.
 func (c *Client) RegisterGroup(ctx context.Context, group, topic, topics, pattern string) (Reply, error) {
@@ -202,4 +101,139 @@ func (c *Client) Truncate(ctx context.Context, topic string, expectedRevision in
 // ElectLeader moves a partition's leadership to broker (an in-sync replica).
 func (c *Client) ElectLeader(ctx context.Context, topic string, partition int32, broker string) (Reply, error) {
 	return c.ok(ctx, wire.CmdElectLeader, params("topic", topic, "partition", strconv.Itoa(int(partition)), "broker", broker))
+}
+
+// Txn is one transaction as LIST_TXNS and ABORT_TXN describe it.
+type Txn struct {
+	TransactionalID string   `json:"transactional_id"`
+	ProducerID      string   `json:"producer_id"`
+	Epoch           int64    `json:"epoch"`
+	State           string   `json:"state"`
+	Messages        uint64   `json:"messages"`
+	Offsets         uint32   `json:"offsets"`
+	AgeMs           int64    `json:"age_ms"`
+	Participants    []string `json:"participants"`
+}
+
+// ListTxns lists the open and completing transactions of the cluster,
+// oldest first (LIST_TXNS, a Strata extension command).
+func (c *Client) ListTxns(ctx context.Context) ([]Txn, error) {
+	s, err := c.answer(ctx, wire.CmdListTxns, params())
+	if err != nil {
+		return nil, err
+	}
+	var out struct {
+		Txns []Txn `json:"txns"`
+	}
+	if err := decodeJSON(wire.CmdListTxns, "list_txns", s, &out); err != nil {
+		return nil, err
+	}
+	return out.Txns, nil
+}
+
+// AbortTxn aborts a hanging transaction (ABORT_TXN, a Strata extension
+// command); a decided commit answers transaction_not_abortable.
+func (c *Client) AbortTxn(ctx context.Context, transactionalID string) (Txn, error) {
+	s, err := c.answer(ctx, wire.CmdAbortTxn, params("transactional_id", transactionalID))
+	if err != nil {
+		return Txn{}, err
+	}
+	var t Txn
+	err = decodeJSON(wire.CmdAbortTxn, "abort_txn", s, &t)
+	return t, err
+}
+
+// TxnProducer is a transactional producer over one connection: every
+// transaction runs under a fresh producer epoch (Begin re-initialises the
+// session, which fences an older instance of the same transactional_id and
+// aborts what it left open), sends carry increasing seqNums so a retried
+// send is answered once, and retryable failures (leader or coordinator
+// moves, a commit whose markers are still being written) are retried with
+// the same request. Not safe for concurrent use.
+type TxnProducer struct {
+	c    *Client
+	id   string
+	s    ProducerSession
+	seq  uint64
+	open bool
+}
+
+// NewTxnProducer returns a transactional producer for transactionalID.
+func (c *Client) NewTxnProducer(transactionalID string) *TxnProducer {
+	return &TxnProducer{c: c, id: transactionalID}
+}
+
+// Session returns the producer session of the current (or last)
+// transaction.
+func (p *TxnProducer) Session() ProducerSession { return p.s }
+
+// retry runs f until it succeeds, fails with a non-retryable error, or ctx
+// ends.
+func retry(ctx context.Context, f func() error) error {
+	b := pace.Backoff{Initial: 20 * time.Millisecond, Max: time.Second, Jitter: 0.2}
+	for {
+		err := f()
+		if err == nil || !errcode.IsRetryable(err) {
+			return err
+		}
+		if !b.Wait(ctx) {
+			return err
+		}
+	}
+}
+
+// Begin starts a transaction under a new producer epoch.
+func (p *TxnProducer) Begin(ctx context.Context) error {
+	err := retry(ctx, func() (err error) {
+		p.s, err = p.c.InitProducerID(ctx, p.id)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	if err := retry(ctx, func() error { _, err := p.c.BeginTxn(ctx, p.s); return err }); err != nil {
+		return err
+	}
+	p.seq, p.open = 0, true
+	return nil
+}
+
+// Send publishes one message inside the transaction (partition < 0: the
+// server routes by key or round robin).
+func (p *TxnProducer) Send(ctx context.Context, topic string, partition int32, key, message string) (Reply, error) {
+	if !p.open {
+		return Reply{}, errcode.TransactionNotFound.New("no open transaction; Begin first", "transactional_id", p.id)
+	}
+	p.seq++
+	seq := p.seq
+	var r Reply
+	err := retry(ctx, func() (err error) {
+		r, err = p.c.TxnPublish(ctx, p.s, topic, partition, key, seq, message)
+		return err
+	})
+	return r, err
+}
+
+// SendOffsets stages the consumer's next offsets of topic in the
+// transaction: they are committed with it, or not at all.
+func (p *TxnProducer) SendOffsets(ctx context.Context, topic, group, member string, generation int64, offsets []wire.PartitionOffset) error {
+	return retry(ctx, func() error {
+		_, err := p.c.SendOffsetsToTxn(ctx, p.s, topic, group, member, generation, offsets)
+		return err
+	})
+}
+
+// Commit commits the transaction; a retryable failure after the decision
+// (transaction_commit_failed) is retried until the commit completes.
+func (p *TxnProducer) Commit(ctx context.Context) error { return p.end(ctx, true) }
+
+// Abort aborts the transaction.
+func (p *TxnProducer) Abort(ctx context.Context) error { return p.end(ctx, false) }
+
+func (p *TxnProducer) end(ctx context.Context, commit bool) error {
+	err := retry(ctx, func() error { _, err := p.c.EndTxn(ctx, p.s, commit); return err })
+	if err == nil {
+		p.open = false
+	}
+	return err
 }

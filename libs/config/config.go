@@ -208,13 +208,6 @@ func (l *Loader) RegisterFlags(fs *flag.FlagSet) {
 	}
 }
 
-// Alias registers an extra flag name (e.g. a short form) for the setting at path.
-func (l *Loader) Alias(fs *flag.FlagSet, name, path string) {
-	if fv, ok := l.flags[path]; ok {
-		fs.Var(fv, name, "alias of --"+strings.ReplaceAll(path, "_", "-"))
-	}
-}
-
 // Load applies the YAML file (when path is not empty), then environment,
 // then flags set on the command line. Unknown YAML keys are errors.
 func (l *Loader) Load(path string) error {
@@ -264,19 +257,4 @@ func (l *Loader) Effective() []string {
 	}
 	sort.Strings(out)
 	return out
-}
-
-// Reference returns a Markdown table of every setting (path, flag,
-// environment, default, help) for docs.
-func (l *Loader) Reference() string {
-	var b strings.Builder
-	b.WriteString("| setting | flag | environment | default | meaning |\n|---|---|---|---|---|\n")
-	for _, f := range l.fields {
-		def := f.String()
-		if f.secret && def != "" {
-			def = "<redacted>"
-		}
-		fmt.Fprintf(&b, "| `%s` | `--%s` | `%s` | `%s` | %s |\n", f.path, f.flagName(), strings.Join(f.env, "`, `"), def, f.help)
-	}
-	return b.String()
 }

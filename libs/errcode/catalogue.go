@@ -143,6 +143,15 @@ var (
 	// Strata: a request carried a topic lifecycle epoch newer than the one this
 	// node has applied (a truncate is still being applied here); retry.
 	LifecycleEpochPending = register("lifecycle_epoch_pending", ClassAvailability)
+	// Strata: the name still has node-local cleanup outstanding from a DELETE.
+	// It is a wait-and-retry condition (the cleanup finishes on its own and
+	// the same CREATE then succeeds): spec 7's availability class, "back off,
+	// retry", so retryable.
+	TopicCleanupPending = register("topic_cleanup_pending", ClassAvailability)
+	// Strata: a transactional_id is completing an earlier transaction's
+	// commit or abort (markers being written); retry (Kafka's
+	// CONCURRENT_TRANSACTIONS).
+	ConcurrentTransactions = register("concurrent_transactions", ClassAvailability)
 	// Strata: a role the command needs has no live instance.
 	RoleUnavailable = register("role_unavailable", ClassAvailability)
 	// Strata: too many concurrent client connections.
@@ -183,11 +192,17 @@ var (
 	// than the partition's dedup window, so its offsets are no longer known;
 	// the data is stored once, the batch must not be sent again.
 	DuplicateSequence = register("duplicate_sequence", ClassConflict)
-	// Strata: the name still has node-local cleanup outstanding from a DELETE.
-	TopicCleanupPending = register("topic_cleanup_pending", ClassConflict)
 	// Strata: a coordinatord configured with another transaction_coordinator_shards
 	// than the value fixed at cluster creation cannot join (fields cluster, node).
 	TransactionShardsMismatch = register("transaction_coordinator_shards_mismatch", ClassConflict)
+	// Strata: a transactional write for a producer epoch the transaction
+	// coordinator has not added to the partition (KIP-890): the coordinator
+	// adds it and retries; a client never sees it.
+	TransactionPartitionNotAdded = register("transaction_partition_not_added", ClassConflict)
+	// Strata: a partition still holds an open transaction of an older epoch
+	// of the producer; the coordinator must end it with a marker first
+	// (fields producer, open_epoch, got).
+	TransactionStillOpen = register("transaction_still_open", ClassConflict)
 	// Strata: DeleteGroup of a group that still has active members.
 	GroupNotEmpty = register("group_not_empty", ClassConflict)
 
@@ -243,6 +258,20 @@ var (
 	UnsupportedFeature = register("UNSUPPORTED_FEATURE", ClassValidation)
 	// Strata: a parameter is missing (field "param" names it).
 	MissingParameter = register("missing_parameter", ClassValidation)
+	// The reference broker's missing_<param> codes for the parameters the
+	// gateway requires by name (field "param" names it, or "command" where
+	// the reference broker names the command instead).
+	MissingGroup             = register("missing_group", ClassValidation)
+	MissingMember            = register("missing_member", ClassValidation)
+	MissingPartition         = register("missing_partition", ClassValidation)
+	MissingOffset            = register("missing_offset", ClassValidation)
+	MissingMessage           = register("missing_message", ClassValidation)
+	MissingProducerID        = register("missing_producer_id", ClassValidation)
+	MissingExpectedRevision  = register("missing_expected_revision", ClassValidation)
+	MissingMinInSyncReplicas = register("missing_min_in_sync_replicas", ClassValidation)
+	// Strata: REGISTER_GROUP needs exactly one of topic, topics or pattern
+	// (field group).
+	InvalidGroupSelector = register("invalid_group_selector", ClassValidation)
 	// Strata: a parameter value does not parse or is out of range.
 	InvalidParameter = register("invalid_parameter", ClassValidation)
 	// Strata: replication_factor cannot be satisfied by the live partition servers.

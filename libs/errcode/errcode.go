@@ -169,16 +169,16 @@ func As(err error) (*Error, bool) {
 	return nil, false
 }
 
-// From returns err as a typed error: the *Error in its chain, or an internal
-// error carrying err's text when it is untyped. From(nil) is nil.
+// From returns err as a typed error: the *Error in its chain; for an
+// untyped context error request_timeout (deadline) or request_cancelled,
+// both retryable unavailability (a client must never see a deadline or a
+// shutdown as internal_error); otherwise an internal error carrying err's
+// text. From(nil) is nil.
 func From(err error) *Error {
 	if err == nil {
 		return nil
 	}
-	if e, ok := As(err); ok {
-		return e
-	}
-	return Internal.New(err.Error())
+	return fromContextErr(err)
 }
 
 // CodeOf returns the code of err's typed error, or "" when err is untyped.

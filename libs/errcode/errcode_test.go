@@ -86,6 +86,18 @@ func TestCatalogueRetryableOnlyForRoutingAndAvailability(t *testing.T) {
 	}
 }
 
+// TestWaitAndRetryCodesAreRetryable: codes whose condition ends by itself,
+// so that the same request later succeeds, are spec 7's availability class
+// and retryable (topic_cleanup_pending was conflict, retryable=false, while
+// its message said to retry).
+func TestWaitAndRetryCodesAreRetryable(t *testing.T) {
+	for _, c := range []Code{TopicCleanupPending, LifecycleEpochPending, LeaderElectionResultUnavail} {
+		if c.Class() != ClassAvailability || !c.Retryable() {
+			t.Errorf("%s: class=%v retryable=%v, want availability, retryable", c.Name(), c.Class(), c.Retryable())
+		}
+	}
+}
+
 func TestErrorsIsThroughWrapping(t *testing.T) {
 	err := fmt.Errorf("append: %w", StaleProducerEpoch.New("", "producer", "p1"))
 	if !errors.Is(err, StaleProducerEpoch) || errors.Is(err, TopicNotFound) {

@@ -7,9 +7,8 @@
 package groups
 
 import (
-	"hash/fnv"
-
 	"github.com/strataio/strata/libs/metaclient"
+	"github.com/strataio/strata/libs/placement"
 	"github.com/strataio/strata/libs/ring"
 	metav1 "github.com/strataio/strata/proto/strata/meta/v1"
 )
@@ -29,9 +28,7 @@ func Partition(group string, n int32) int32 {
 	if n <= 0 {
 		n = DefaultOffsetsPartitions
 	}
-	h := fnv.New32a()
-	h.Write([]byte(group))
-	return int32(h.Sum32() % uint32(n))
+	return placement.GroupPartition(group, n)
 }
 
 // OffsetsPartitions returns the partition count of OffsetsTopic in v, or

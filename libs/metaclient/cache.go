@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/strataio/strata/libs/errcode"
+	"github.com/strataio/strata/libs/pace"
 	metav1 "github.com/strataio/strata/proto/strata/meta/v1"
 )
 
@@ -176,7 +177,7 @@ func (v *View) clone() *View {
 // leader (any reachable metad), resuming from the last applied revision
 // after a disconnect with capped backoff. It returns ctx.Err().
 func (c *Client) Watch(ctx context.Context) error {
-	backoff := 50 * time.Millisecond
+	backoff := pace.Backoff{Initial: 50 * time.Millisecond, Max: 2 * time.Second}
 	for ctx.Err() == nil {
 		addr := c.target()
 		err := c.watchOnce(ctx, addr)
@@ -190,13 +191,7 @@ func (c *Client) Watch(ctx context.Context) error {
 			c.moveOn(addr)
 		}
 		c.log.Debug("metadata watch interrupted", "addr", addr, "err", err)
-		t := time.NewTimer(backoff)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-		case <-t.C:
-		}
-		backoff = min(backoff*2, 2*time.Second)
+		backoff.Wait(ctx)
 	}
 	return ctx.Err()
 }

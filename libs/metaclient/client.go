@@ -3,13 +3,13 @@ package metaclient
 import (
 	"context"
 	"log/slog"
-	"math/rand/v2"
 	"sync"
 	"time"
 
 	"google.golang.org/grpc"
 
 	"github.com/strataio/strata/libs/errcode"
+	"github.com/strataio/strata/libs/pace"
 	metav1 "github.com/strataio/strata/proto/strata/meta/v1"
 )
 
@@ -89,7 +89,7 @@ func (c *Client) setLeader(addr string) {
 // and retryable availability errors with capped exponential backoff until
 // ctx ends. Non-retryable errors return at once.
 func (c *Client) Call(ctx context.Context, fn func(context.Context, metav1.MetadataServiceClient) error) error {
-	backoff := 20 * time.Millisecond
+	backoff := pace.Backoff{Initial: 20 * time.Millisecond, Max: time.Second, Jitter: 0.5}
 	var last error
 	for attempt := 0; ; attempt++ {
 		addr := c.target()
@@ -117,14 +117,9 @@ func (c *Client) Call(ctx context.Context, fn func(context.Context, metav1.Metad
 		if ctx.Err() != nil {
 			return errcode.ClusterMetadataUnavailable.New("metad unreachable: " + last.Error())
 		}
-		t := time.NewTimer(backoff + rand.N(backoff/2+1))
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if !backoff.Wait(ctx) {
 			return errcode.ClusterMetadataUnavailable.New("metad unreachable: " + last.Error())
-		case <-t.C:
 		}
-		backoff = min(backoff*2, time.Second)
 	}
 }
 
@@ -205,6 +200,16 @@ func (c *Client) ClusterStatus(ctx context.Context) (resp *metav1.ClusterStatusR
 func (c *Client) AlterIsr(ctx context.Context, req *metav1.AlterIsrRequest) (resp *metav1.AlterIsrResponse, err error) {
 	err = c.Call(ctx, func(ctx context.Context, m metav1.MetadataServiceClient) (err error) {
 		resp, err = m.AlterIsr(ctx, req)
+		return err
+	})
+	return resp, err
+}
+
+// ShutdownNode is the node's controlled shutdown (see the RPC): metad moves
+// its partition leaderships before the process stops.
+func (c *Client) ShutdownNode(ctx context.Context, req *metav1.ShutdownNodeRequest) (resp *metav1.ShutdownNodeResponse, err error) {
+	err = c.Call(ctx, func(ctx context.Context, m metav1.MetadataServiceClient) error {
+		resp, err = m.ShutdownNode(ctx, req)
 		return err
 	})
 	return resp, err

@@ -3,16 +3,15 @@ package metaclient
 import (
 	"context"
 	"errors"
-	"net"
-	"sync"
-	"sync/atomic"
+	"strconv"
 	"testing"
 	"time"
 
 	"go.uber.org/goleak"
-	"google.golang.org/grpc"
 
 	"github.com/strataio/strata/libs/errcode"
+	"github.com/strataio/strata/libs/fake/metadfake"
+	"github.com/strataio/strata/libs/looptest"
 	"github.com/strataio/strata/libs/pki"
 	"github.com/strataio/strata/libs/pki/pkitest"
 	"github.com/strataio/strata/libs/rpc"
@@ -21,110 +20,35 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// fakeMetad is a MetadataService that either leads or redirects.
-type fakeMetad struct {
-	metav1.UnimplementedMetadataServiceServer
-	leaderAddr func() string // "" = this node leads
-	creates    atomic.Int32
-	events     chan *metav1.WatchResponse
-	breaks     chan struct{} // a send ends the current Watch stream
-	heartbeats atomic.Int32
-	forget     atomic.Bool
-}
-
-func (f *fakeMetad) CreateTopic(ctx context.Context, req *metav1.CreateTopicRequest) (*metav1.CreateTopicResponse, error) {
-	if l := f.leaderAddr(); l != "" {
-		return nil, errcode.NotLeader.New("", "leader", l)
-	}
-	f.creates.Add(1)
-	return &metav1.CreateTopicResponse{Created: true, Topic: &metav1.Topic{Config: &metav1.TopicConfig{Name: req.GetName(), Revision: 1}}}, nil
-}
-
-func (f *fakeMetad) GetTopic(ctx context.Context, req *metav1.GetTopicRequest) (*metav1.GetTopicResponse, error) {
-	return nil, errcode.TopicNotFound.New("", "topic", req.GetName())
-}
-
-func (f *fakeMetad) RegisterNode(ctx context.Context, req *metav1.RegisterNodeRequest) (*metav1.RegisterNodeResponse, error) {
-	f.forget.Store(false)
-	return &metav1.RegisterNodeResponse{Node: req.GetNode(), LeaseTimeoutMs: 300}, nil
-}
-
-func (f *fakeMetad) NodeHeartbeat(ctx context.Context, req *metav1.NodeHeartbeatRequest) (*metav1.NodeHeartbeatResponse, error) {
-	f.heartbeats.Add(1)
-	if f.forget.Load() {
-		return nil, errcode.NodeNotFound.New("", "node", req.GetNodeId())
-	}
-	return &metav1.NodeHeartbeatResponse{LeaseTimeoutMs: 300}, nil
-}
-
-func (f *fakeMetad) Watch(req *metav1.WatchRequest, s grpc.ServerStreamingServer[metav1.WatchResponse]) error {
-	for {
-		select {
-		case <-s.Context().Done():
-			return nil
-		case <-f.breaks:
-			return errcode.NoRaftLeader.New("stream closed by test")
-		case ev := <-f.events:
-			if err := s.Send(ev); err != nil {
-				return err
-			}
-		}
-	}
-}
-
 type cluster struct {
 	addrs []string
-	fakes []*fakeMetad
+	fakes []*metadfake.Server
 	pool  *rpc.Pool
 }
 
-func startCluster(t *testing.T, n int) *cluster {
+// startCluster runs n fake metads (300 ms leases, one partition per topic
+// unless asked): the last one leads, the others redirect to it.
+func startCluster(t *testing.T, n int, o metadfake.Options) *cluster {
 	t.Helper()
 	ca := pkitest.New(t)
 	c := &cluster{}
-	var mu sync.Mutex
-	leader := 0
-	for i := 0; i < n; i++ {
-		i := i
-		f := &fakeMetad{events: make(chan *metav1.WatchResponse, 16), breaks: make(chan struct{})}
-		f.leaderAddr = func() string {
-			mu.Lock()
-			defer mu.Unlock()
-			if leader == i {
-				return ""
-			}
-			return c.addrs[leader]
-		}
-		policy := rpc.Policy{}
-		srv, err := rpc.NewServer(rpc.ServerOptions{Source: ca.Source(t, pki.RoleMetad, "m"+string(rune('0'+i))), Policy: policy})
-		if err != nil {
-			t.Fatal(err)
-		}
-		metav1.RegisterMetadataServiceServer(srv, f)
-		for svc, info := range srv.GetServiceInfo() {
-			for _, m := range info.Methods {
-				policy["/"+svc+"/"+m.Name] = []pki.Role{pki.RoleGateway}
-			}
-		}
-		lis, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		go srv.Serve(lis)
-		t.Cleanup(srv.Stop)
-		c.addrs = append(c.addrs, lis.Addr().String())
+	o.LeaseTimeout, o.DefaultPartitions = 300*time.Millisecond, 1
+	for i := range n {
+		o.ID = "m" + strconv.Itoa(i)
+		f := metadfake.Start(t, ca, o)
+		c.addrs = append(c.addrs, f.Addr)
 		c.fakes = append(c.fakes, f)
 	}
-	mu.Lock()
-	leader = n - 1
-	mu.Unlock()
+	for _, f := range c.fakes[:n-1] {
+		f.SetLeader(c.addrs[n-1])
+	}
 	c.pool = rpc.NewPool(rpc.ClientOptions{Source: ca.Source(t, pki.RoleGateway, "g1")})
 	t.Cleanup(func() { c.pool.Close() })
 	return c
 }
 
 func TestCallFollowsLeaderRedirect(t *testing.T) {
-	c := startCluster(t, 3)
+	c := startCluster(t, 3, metadfake.Options{})
 	cl := New(Options{Addrs: c.addrs[:1], Dial: c.pool.Get})
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -132,7 +56,7 @@ func TestCallFollowsLeaderRedirect(t *testing.T) {
 	if err != nil || !resp.GetCreated() {
 		t.Fatalf("create: %v %v", resp, err)
 	}
-	if c.fakes[2].creates.Load() != 1 || c.fakes[0].creates.Load() != 0 {
+	if c.fakes[2].TopicsCreated() != 1 || c.fakes[0].TopicsCreated() != 0 {
 		t.Fatal("create must run exactly once, on the leader")
 	}
 	if _, err := cl.GetTopic(ctx, "nope"); !errors.Is(err, errcode.TopicNotFound) {
@@ -141,7 +65,7 @@ func TestCallFollowsLeaderRedirect(t *testing.T) {
 }
 
 func TestCallSkipsUnreachableSeedsAndGivesUpWithContext(t *testing.T) {
-	c := startCluster(t, 1)
+	c := startCluster(t, 1, metadfake.Options{})
 	dead := "127.0.0.1:1"
 	cl := New(Options{Addrs: []string{dead, c.addrs[0]}, Dial: c.pool.Get, CallTimeout: time.Second})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -162,7 +86,8 @@ func topicEv(rev uint64, name string) *metav1.WatchResponse {
 }
 
 func TestWatchKeepsCacheCurrentAndNeverGoesBack(t *testing.T) {
-	c := startCluster(t, 1)
+	// The test scripts every event the client receives.
+	c := startCluster(t, 1, metadfake.Options{NoWatchSnapshot: true})
 	f := c.fakes[0]
 	cl := New(Options{Addrs: c.addrs, Dial: c.pool.Get})
 	ctx, cancel := context.WithCancel(context.Background())
@@ -170,14 +95,15 @@ func TestWatchKeepsCacheCurrentAndNeverGoesBack(t *testing.T) {
 	go func() { done <- cl.Watch(ctx) }()
 	defer func() { cancel(); <-done }()
 
-	f.events <- topicEv(3, "ignored-before-snapshot")
-	f.events <- &metav1.WatchResponse{Revision: 5, Event: &metav1.WatchResponse_Snapshot{Snapshot: &metav1.Snapshot{
+	looptest.Eventually(t, "watch stream", func() bool { return f.Watching() == 1 })
+	f.Emit(topicEv(3, "ignored-before-snapshot"))
+	f.Emit(&metav1.WatchResponse{Revision: 5, Event: &metav1.WatchResponse_Snapshot{Snapshot: &metav1.Snapshot{
 		Topics: []*metav1.Topic{{Config: &metav1.TopicConfig{Name: "a"}}},
 		Nodes:  []*metav1.Node{{Id: "p1", Role: metav1.NodeRole_NODE_ROLE_PARTITIOND, Live: true}},
-	}}}
-	f.events <- topicEv(4, "stale")
-	f.events <- topicEv(6, "b")
-	f.events <- &metav1.WatchResponse{Revision: 7, Event: &metav1.WatchResponse_TopicRemoved{TopicRemoved: "a"}}
+	}}})
+	f.Emit(topicEv(4, "stale"))
+	f.Emit(topicEv(6, "b"))
+	f.Emit(&metav1.WatchResponse{Revision: 7, Event: &metav1.WatchResponse_TopicRemoved{TopicRemoved: "a"}})
 	wctx, wcancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer wcancel()
 	v, err := cl.Cache().WaitFor(wctx, func(v *View) bool { return v.Revision == 7 })
@@ -196,9 +122,10 @@ func TestWatchKeepsCacheCurrentAndNeverGoesBack(t *testing.T) {
 		t.Fatalf("nodes = %v", n)
 	}
 	// A broken stream reconnects and resumes; older revisions stay ignored.
-	f.breaks <- struct{}{}
-	f.events <- topicEv(2, "old")
-	f.events <- topicEv(8, "c")
+	f.BreakWatches(errcode.NoRaftLeader.New("stream closed by test"))
+	looptest.Eventually(t, "watch stream after the break", func() bool { return f.Watching() == 1 })
+	f.Emit(topicEv(2, "old"))
+	f.Emit(topicEv(8, "c"))
 	v, err = cl.Cache().WaitFor(wctx, func(v *View) bool { return v.Revision == 8 })
 	if err != nil {
 		t.Fatal(err)
@@ -209,23 +136,19 @@ func TestWatchKeepsCacheCurrentAndNeverGoesBack(t *testing.T) {
 }
 
 func TestKeepAliveRenewsAndReregisters(t *testing.T) {
-	c := startCluster(t, 1)
+	c := startCluster(t, 1, metadfake.Options{})
 	f := c.fakes[0]
 	cl := New(Options{Addrs: c.addrs, Dial: c.pool.Get})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- cl.KeepAlive(ctx, &metav1.Node{Id: "p1", Incarnation: 1}) }()
-	deadline := time.Now().Add(5 * time.Second)
-	for f.heartbeats.Load() < 3 && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond)
-	}
-	f.forget.Store(true)
-	for f.forget.Load() && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond)
-	}
-	cancel()
-	<-done
-	if f.heartbeats.Load() < 3 || f.forget.Load() {
-		t.Fatalf("heartbeats=%d forgotten=%v", f.heartbeats.Load(), f.forget.Load())
-	}
+	defer func() { cancel(); <-done }()
+	looptest.EventuallyWithin(t, 5*time.Second, "three heartbeats", func() bool { return f.Calls("NodeHeartbeat") >= 3 })
+	// metad forgets the node: the next heartbeat answers node_not_found and
+	// the client registers again.
+	f.ForgetNode("p1")
+	looptest.EventuallyWithin(t, 5*time.Second, "registered again", func() bool {
+		_, ok := f.Node("p1")
+		return ok
+	})
 }

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/strataio/strata/libs/errcode"
+	"github.com/strataio/strata/libs/pace"
 	metav1 "github.com/strataio/strata/proto/strata/meta/v1"
 )
 
@@ -31,12 +32,12 @@ func (c *Client) KeepAlive(ctx context.Context, node *metav1.Node) error {
 		lease, err := c.Register(ctx, node)
 		if err != nil {
 			c.log.Warn("node registration failed", "node", node.GetId(), "err", err)
-			sleep(ctx, time.Second)
+			pace.Sleep(ctx, time.Second)
 			continue
 		}
 		interval := max(lease/3, 100*time.Millisecond)
 		for ctx.Err() == nil {
-			sleep(ctx, interval)
+			pace.Sleep(ctx, interval)
 			if ctx.Err() != nil {
 				break
 			}
@@ -56,13 +57,4 @@ func (c *Client) KeepAlive(ctx context.Context, node *metav1.Node) error {
 		}
 	}
 	return ctx.Err()
-}
-
-func sleep(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-t.C:
-	}
 }

@@ -6,11 +6,13 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
 	"os/signal"
 	"strconv"
+	"sync"
 	"syscall"
 	"time"
 
@@ -19,23 +21,33 @@ import (
 	"github.com/strataio/strata/libs/telemetry"
 )
 
-// Common holds the settings every role process shares. Role binaries embed
-// it as the top level of their configuration file.
-type Common struct {
-	NodeID  string `yaml:"node_id" help:"node id (1-64 of [A-Za-z0-9._-]); must match the certificate identity"`
-	DataDir string `yaml:"data_dir" help:"data directory of this node"`
-	// RPCListen is the internal gRPC (mTLS) bind address.
-	RPCListen    string   `yaml:"rpc_listen" help:"internal gRPC bind address (host:port)"`
-	RPCAdvertise string   `yaml:"rpc_advertise" help:"internal gRPC address other nodes dial (default: the bound address)"`
-	MetadAddrs   []string `yaml:"metad_addrs" help:"metad internal gRPC addresses (comma separated)"`
-	TLS          TLS      `yaml:"tls"`
+// ProcessConfig holds the settings of any Strata process, `strata run`
+// included: identity, data, the operations listeners, logging and the
+// shutdown bound. Binaries embed it inline at the top level of their
+// configuration.
+type ProcessConfig struct {
+	NodeID  string `yaml:"node_id" help:"node id, 1-64 of [A-Za-z0-9._-] (role binaries: must match the certificate identity; strata run: each role registers as <node_id>-<role>)"`
+	DataDir string `yaml:"data_dir" help:"data directory of this node (strata run: certs/ and one folder per role)"`
 	// Spec 4.1/4.2 listener settings, with the spec's environment names.
 	OpsHost         string        `yaml:"ops_host" help:"bind host of the health and metrics listeners"`
 	HealthCheckPort int           `yaml:"health_check_port" env:"HEALTH_CHECK_PORT" help:"health listener port (/live, /ready)"`
 	ExporterPort    int           `yaml:"exporter_port" env:"EXPORTER_PORT" help:"metrics listener port (/metrics)"`
 	EnableExporter  bool          `yaml:"enable_exporter" env:"ENABLE_EXPORTER" help:"serve the metrics listener"`
 	Log             Log           `yaml:"log"`
+	Trace           Trace         `yaml:"trace"`
 	ShutdownTimeout time.Duration `yaml:"shutdown_timeout" help:"graceful shutdown bound"`
+}
+
+// Common holds the settings of a role binary: the process settings plus
+// where its one role listens, whom it dials and its certificate files.
+// Role binaries embed it inline at the top level of their configuration.
+type Common struct {
+	ProcessConfig `yaml:",inline"`
+	// RPCListen is the internal gRPC (mTLS) bind address.
+	RPCListen    string   `yaml:"rpc_listen" help:"internal gRPC bind address (host:port)"`
+	RPCAdvertise string   `yaml:"rpc_advertise" help:"internal gRPC address other nodes dial (default: the bound address)"`
+	MetadAddrs   []string `yaml:"metad_addrs" help:"metad internal gRPC addresses (comma separated)"`
+	TLS          TLS      `yaml:"tls"`
 }
 
 // TLS names the internal mTLS files.
@@ -54,19 +66,34 @@ type Log struct {
 	Level  string `yaml:"level" help:"log level: debug, info, warn, error"`
 }
 
-// DefaultCommon returns the defaults shared by role binaries; rpcPort is the
-// role's default internal port.
-func DefaultCommon(rpcPort int) Common {
-	return Common{
+// Trace holds Strata's tracing settings; exporters, endpoints and samplers
+// come from the standard OTEL_* environment (libs/telemetry).
+type Trace struct {
+	BackgroundSampleRatio float64 `yaml:"background_sample_ratio" help:"share of background work (replication, metadata watches, heartbeats) traced, 0 to 1; client commands are always traced (ignored when OTEL_TRACES_SAMPLER is set)"`
+}
+
+// DefaultProcessConfig returns the process defaults: the host name as node
+// id, data in ./data, health on :9080, metrics on :9100 (served), text
+// logs at info, a 15 s shutdown bound.
+func DefaultProcessConfig() ProcessConfig {
+	return ProcessConfig{
 		NodeID:          hostnameOr("node-1"),
 		DataDir:         "./data",
-		RPCListen:       ":" + strconv.Itoa(rpcPort),
-		MetadAddrs:      []string{"127.0.0.1:9190"},
 		HealthCheckPort: 9080,
 		ExporterPort:    9100,
 		EnableExporter:  true,
 		Log:             Log{Format: "text", Level: "info"},
 		ShutdownTimeout: 15 * time.Second,
+	}
+}
+
+// DefaultCommon returns the defaults shared by role binaries; rpcPort is the
+// role's default internal port.
+func DefaultCommon(rpcPort int) Common {
+	return Common{
+		ProcessConfig: DefaultProcessConfig(),
+		RPCListen:     ":" + strconv.Itoa(rpcPort),
+		MetadAddrs:    []string{"127.0.0.1:9190"},
 	}
 }
 
@@ -78,25 +105,55 @@ func hostnameOr(def string) string {
 	return h
 }
 
-// Addr joins the ops host with a port.
-func (c Common) opsAddr(port int) string { return net.JoinHostPort(c.OpsHost, strconv.Itoa(port)) }
-
-// Binary describes a role binary for Main.
-type Binary[C any] struct {
-	// Name is the binary and role name, e.g. "partitiond".
-	Name  string
-	Role  pki.Role
-	Usage string
-	// Config returns the defaults; Common returns the embedded common part.
-	Config func() *C
-	Common func(*C) *Common
-	// Build constructs the role on its environment.
-	Build func(env *RoleEnv, cfg *C) (Role, error)
+// NewProcess returns a process whose operations listeners are the ones c
+// names.
+func (c ProcessConfig) NewProcess(log *slog.Logger, tracing *telemetry.Tracing) *Process {
+	p := NewProcess(log, tracing)
+	p.HealthAddr = net.JoinHostPort(c.OpsHost, strconv.Itoa(c.HealthCheckPort))
+	p.MetricsAddr = net.JoinHostPort(c.OpsHost, strconv.Itoa(c.ExporterPort))
+	p.EnableExporter = c.EnableExporter
+	return p
 }
 
-// Main runs a role binary: `<name> [flags]` serves; `<name> healthcheck
+// RoleModule returns the one module of a role binary: its Init binds the
+// role's environment on p as c describes it (certificate files, RPC
+// listener, data directory) and builds the role on it with build.
+func (c *Common) RoleModule(p *Process, role pki.Role, build func(env *RoleEnv) (Service, error)) Module {
+	return Module{Name: string(role), Init: func() (Service, error) {
+		env, err := p.NewRoleEnv(RoleOptions{Role: role, NodeID: c.NodeID, TLSFiles: c.TLS.Files(),
+			Listen: c.RPCListen, Advertise: c.RPCAdvertise, DataDir: c.DataDir})
+		if err != nil {
+			return nil, err
+		}
+		return build(env)
+	}}
+}
+
+// Binary describes a Strata server binary for Main: a role binary hosts
+// one module, `strata run` the four roles.
+type Binary[C any] struct {
+	// Name is the command name, e.g. "partitiond" or "strata run".
+	Name  string
+	Usage string
+	// TraceService is the tracing service name (default "strata-" + Name).
+	TraceService string
+	// Config returns the defaults; Process returns the process settings
+	// inside a configuration.
+	Config  func() *C
+	Process func(*C) *ProcessConfig
+	// Modules returns the modules the binary hosts on p, as data; Main
+	// builds them in dependency order (InitModules) and runs them.
+	Modules func(p *Process, cfg *C) ([]Module, error)
+	// Ready, when set, is called once after startup when every readiness
+	// check first passes.
+	Ready func(p *Process, stdout io.Writer)
+}
+
+// Main runs a server binary: `<name> [flags]` serves; `<name> healthcheck
 // [--url URL]` probes a /ready endpoint and exits 0 only on 200 (the
-// container probe of a FROM scratch image). It returns the exit code.
+// container probe of a FROM scratch image). It returns the exit code: 0
+// after a clean shutdown, 1 when startup or shutdown failed, 2 for bad
+// flags or configuration.
 func Main[C any](b Binary[C], args []string, stdout, stderr io.Writer) int {
 	if len(args) > 0 && args[0] == "healthcheck" {
 		return Healthcheck(args[1:], stderr)
@@ -125,8 +182,8 @@ func Main[C any](b Binary[C], args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, err)
 		return 2
 	}
-	common := b.Common(cfg)
-	log, err := telemetry.NewLogger(stderr, common.Log.Format, common.Log.Level)
+	pc := b.Process(cfg)
+	log, err := telemetry.NewLogger(stderr, pc.Log.Format, pc.Log.Level)
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return 2
@@ -134,29 +191,46 @@ func Main[C any](b Binary[C], args []string, stdout, stderr io.Writer) int {
 	log.Info("effective configuration", "binary", b.Name, "settings", loader.Effective())
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	tracing, err := telemetry.Setup(ctx, "strata-"+b.Name)
+	traceService := b.TraceService
+	if traceService == "" {
+		traceService = "strata-" + b.Name
+	}
+	tracing, err := telemetry.Setup(ctx, telemetry.Options{ServiceName: traceService, BackgroundSampleRatio: pc.Trace.BackgroundSampleRatio})
 	if err != nil {
 		log.Error("tracing setup", "err", err)
 		return 1
 	}
 	defer tracing.Close()
-	proc := NewProcess(log, tracing)
-	proc.HealthAddr = common.opsAddr(common.HealthCheckPort)
-	proc.MetricsAddr = common.opsAddr(common.ExporterPort)
-	proc.EnableExporter = common.EnableExporter
-	env, err := proc.NewRoleEnv(RoleOptions{Role: b.Role, NodeID: common.NodeID, TLSFiles: common.TLS.Files(),
-		Listen: common.RPCListen, Advertise: common.RPCAdvertise, DataDir: common.DataDir})
-	if err != nil {
-		log.Error("startup failed", "err", err)
-		return 1
-	}
-	role, err := b.Build(env, cfg)
+	proc := pc.NewProcess(log, tracing)
+	mods, err := b.Modules(proc, cfg)
 	if err != nil {
 		proc.Close()
 		log.Error("startup failed", "err", err)
 		return 1
 	}
-	if err := proc.Run(ctx, []Role{role}, common.ShutdownTimeout, nil); err != nil {
+	services, err := InitModules(mods, pc.ShutdownTimeout)
+	if err != nil {
+		proc.Close()
+		log.Error("startup failed", "err", err)
+		return 1
+	}
+	// The Ready announcement waits for /ready on its own goroutine, which
+	// ends with the run (readyCtx) and is waited for before Main returns.
+	readyCtx, endReady := context.WithCancel(ctx)
+	var announcing sync.WaitGroup
+	err = proc.Run(ctx, services, pc.ShutdownTimeout, func() {
+		if b.Ready == nil {
+			return
+		}
+		announcing.Go(func() {
+			if proc.WaitReady(readyCtx) {
+				b.Ready(proc, stdout)
+			}
+		})
+	})
+	endReady()
+	announcing.Wait()
+	if err != nil {
 		log.Error("stopped with error", "err", err)
 		return 1
 	}

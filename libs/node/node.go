@@ -18,20 +18,6 @@ import (
 	"github.com/strataio/strata/libs/telemetry"
 )
 
-// Role is one Strata role hosted by a process.
-type Role interface {
-	// Name returns the role name, e.g. "partitiond".
-	Name() string
-	// Start begins the role's background work (registration with metad,
-	// loops, client listeners). Its gRPC services are already registered and
-	// served. Start must return once the role runs; it must not block for
-	// the role's lifetime.
-	Start(ctx context.Context) error
-	// Stop ends the role's work and releases its resources. It is called
-	// after a failed Start too, and must be safe then.
-	Stop(ctx context.Context) error
-}
-
 // Process holds what every role of one OS process shares.
 type Process struct {
 	Logger   *slog.Logger
@@ -60,7 +46,25 @@ func NewProcess(log *slog.Logger, tracing *telemetry.Tracing) *Process {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Process{Logger: log, Tracing: tracing, Registry: opshttp.NewRegistry(), Health: opshttp.NewHealth()}
+	p := &Process{Logger: log, Tracing: tracing, Registry: opshttp.NewRegistry(), Health: opshttp.NewHealth()}
+	p.Registry.MustRegister(readyGauge(p.Health))
+	return p
+}
+
+// readyGauge is strata_process_ready: what /ready answers, evaluated at
+// scrape time, in every process (the gateway's strata_broker_ready, the
+// spec's svc_broker_ready, is the same for gateways only), so an alert can
+// name any process that is not ready.
+func readyGauge(h *opshttp.Health) prometheus.Collector {
+	return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "strata_process_ready",
+		Help: "1 when every readiness check of this process passes (its /ready answers 200), else 0."}, func() float64 {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		if _, ok := h.Evaluate(ctx); ok {
+			return 1
+		}
+		return 0
+	})
 }
 
 // RoleEnv is what the process gives one hosted role.
@@ -137,6 +141,27 @@ func (p *Process) NewRoleEnv(o RoleOptions) (*RoleEnv, error) {
 	return env, nil
 }
 
+// RoleRPC is what one hosted role serves on its internal gRPC server: the
+// registered services and the role policy guarding them.
+type RoleRPC struct {
+	Role     pki.Role
+	Services map[string]grpc.ServiceInfo
+	Policy   rpc.Policy
+}
+
+// RPCServices lists, per hosted role, the services registered on its
+// internal server and its policy (the internal policy test and the
+// generated table in docs/security.md read it).
+func (p *Process) RPCServices() []RoleRPC {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make([]RoleRPC, 0, len(p.envs))
+	for _, env := range p.envs {
+		out = append(out, RoleRPC{Role: env.Role, Services: env.GRPC.GetServiceInfo(), Policy: env.Policy})
+	}
+	return out
+}
+
 // rpcMetrics returns the process-wide internal RPC metrics, registering
 // them on first use (every role's server shares one set of series).
 func (p *Process) rpcMetrics() *rpc.Metrics {
@@ -149,9 +174,10 @@ func (p *Process) rpcMetrics() *rpc.Metrics {
 }
 
 // Run serves the process until ctx is done, then shuts down within
-// stopTimeout. started, when not nil, is called once readiness is published
+// stopTimeout. services come in start order (InitModules' order); they stop
+// in reverse. started, when not nil, is called once readiness is published
 // (tests use it to learn the bound addresses).
-func (p *Process) Run(ctx context.Context, roles []Role, stopTimeout time.Duration, started func()) (err error) {
+func (p *Process) Run(ctx context.Context, services []Service, stopTimeout time.Duration, started func()) (err error) {
 	if err := p.listen(); err != nil {
 		p.closeEnvs()
 		return err
@@ -165,23 +191,17 @@ func (p *Process) Run(ctx context.Context, roles []Role, stopTimeout time.Durati
 	}
 	var serving sync.WaitGroup
 	for _, env := range p.envs {
-		serving.Add(1)
-		go func() {
-			defer serving.Done()
+		serving.Go(func() {
 			if err := env.GRPC.Serve(env.Listener); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
 				env.Logger.Error("rpc server stopped", "err", err)
 			}
-		}()
+		})
 	}
-	startedRoles := 0
+	startedServices := 0
 	defer func() {
 		p.Health.SetStarted(false)
-		stopCtx, cancel := context.WithTimeout(context.Background(), stopTimeout)
-		defer cancel()
-		for i := startedRoles - 1; i >= 0; i-- {
-			if serr := roles[i].Stop(stopCtx); serr != nil {
-				p.Logger.Error("stop role", "role", roles[i].Name(), "err", serr)
-			}
+		for _, err := range stopServices(services[:startedServices], stopTimeout) {
+			p.Logger.Error("stop failed", "err", err)
 		}
 		for _, env := range p.envs {
 			stopServer(env.GRPC, stopTimeout)
@@ -190,10 +210,10 @@ func (p *Process) Run(ctx context.Context, roles []Role, stopTimeout time.Durati
 		p.closeEnvs()
 		p.shutdownListeners(stopTimeout)
 	}()
-	for _, r := range roles {
-		startedRoles++ // Stop must run after a failed Start too
-		if err := r.Start(ctx); err != nil {
-			return fmt.Errorf("start %s: %w", r.Name(), err)
+	for _, s := range services {
+		startedServices++ // Stop must run after a failed Start too
+		if err := s.Start(ctx); err != nil {
+			return fmt.Errorf("start %s: %w", s.Name(), err)
 		}
 	}
 	p.Health.SetStarted(true)
@@ -204,6 +224,21 @@ func (p *Process) Run(ctx context.Context, roles []Role, stopTimeout time.Durati
 	<-ctx.Done()
 	p.Logger.Info("shutting down")
 	return nil
+}
+
+// WaitReady polls the readiness checks until they all pass (true) or ctx
+// ends (false).
+func (p *Process) WaitReady(ctx context.Context) bool {
+	for {
+		if _, ok := p.Health.Evaluate(ctx); ok {
+			return true
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 }
 
 func (p *Process) listen() error {

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -62,7 +63,7 @@ func TestRunStartsInOrderPublishesReadinessAndStopsInReverse(t *testing.T) {
 	newEnv(t, p, ca, pki.RoleGateway, "g1")
 	var mu sync.Mutex
 	var log []string
-	roles := []Role{fakeRole{name: "a", log: &log, mu: &mu}, fakeRole{name: "b", log: &log, mu: &mu}}
+	roles := []Service{fakeRole{name: "a", log: &log, mu: &mu}, fakeRole{name: "b", log: &log, mu: &mu}}
 
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -112,7 +113,7 @@ func TestFailedStartStopsStartedRoles(t *testing.T) {
 	var mu sync.Mutex
 	var log []string
 	boom := errors.New("boom")
-	roles := []Role{fakeRole{name: "a", log: &log, mu: &mu}, fakeRole{name: "b", log: &log, mu: &mu, failErr: boom}}
+	roles := []Service{fakeRole{name: "a", log: &log, mu: &mu}, fakeRole{name: "b", log: &log, mu: &mu, failErr: boom}}
 	if err := p.Run(context.Background(), roles, time.Second, nil); !errors.Is(err, boom) {
 		t.Fatalf("want boom, got %v", err)
 	}
@@ -144,5 +145,43 @@ func TestRoleEnvRejectsMismatchedCertificate(t *testing.T) {
 	_, err := p.NewRoleEnv(RoleOptions{Role: pki.RoleMetad, NodeID: "m1", TLSFiles: ca.Files(t, pki.RoleGateway, "m1"), Listen: "127.0.0.1:0"})
 	if err == nil || !strings.Contains(err.Error(), "does not match") {
 		t.Fatalf("want identity mismatch, got %v", err)
+	}
+}
+
+// TestProcessReadyGauge: every process exports strata_process_ready, 0
+// until started and while a check fails, 1 when /ready would answer 200.
+func TestProcessReadyGauge(t *testing.T) {
+	p := NewProcess(nil, nil)
+	ready := func() float64 {
+		t.Helper()
+		fams, err := p.Registry.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range fams {
+			if f.GetName() == "strata_process_ready" {
+				return f.GetMetric()[0].GetGauge().GetValue()
+			}
+		}
+		t.Fatal("strata_process_ready not exported")
+		return -1
+	}
+	var failing atomic.Bool
+	p.Health.Register("storage", func(context.Context) error {
+		if failing.Load() {
+			return errors.New("disk gone")
+		}
+		return nil
+	})
+	if v := ready(); v != 0 {
+		t.Fatalf("before start: %v", v)
+	}
+	p.Health.SetStarted(true)
+	if v := ready(); v != 1 {
+		t.Fatalf("started, checks pass: %v", v)
+	}
+	failing.Store(true)
+	if v := ready(); v != 0 {
+		t.Fatalf("a check fails: %v", v)
 	}
 }

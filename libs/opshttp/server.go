@@ -11,6 +11,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/strataio/strata/libs/buildinfo"
 )
 
 // Server is a bound HTTP listener.
@@ -82,9 +84,14 @@ func MetricsHandler(g prometheus.Gatherer) http.Handler {
 }
 
 // NewRegistry returns a process registry with the Go runtime and process
-// collectors registered.
+// collectors and strata_build_info registered.
 func NewRegistry() *prometheus.Registry {
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectorsGo(), collectorsProcess())
+	bi := buildinfo.Get()
+	build := prometheus.NewGauge(prometheus.GaugeOpts{Name: "strata_build_info",
+		Help:        "Always 1; the labels say which Strata build this process runs.",
+		ConstLabels: prometheus.Labels{"version": bi.Version, "revision": bi.Revision, "go_version": bi.GoVersion}})
+	build.Set(1)
+	reg.MustRegister(collectorsGo(), collectorsProcess(), build)
 	return reg
 }

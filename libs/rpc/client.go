@@ -5,11 +5,13 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
 	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/experimental"
 	"google.golang.org/grpc/keepalive"
@@ -37,7 +39,18 @@ func Dial(target string, o ClientOptions) (*grpc.ClientConn, error) {
 	if o.Source == nil {
 		return nil, errors.New("rpc: client needs a certificate source")
 	}
+	if !strings.Contains(target, "://") {
+		// passthrough: the dialer resolves the name on every connection
+		// attempt. gRPC's dns resolver caches the last answer, and when a
+		// container restarts, Docker's DNS answers NXDOMAIN meanwhile; the
+		// resolver takes that as zero addresses and backs off up to 120 s,
+		// so fail-fast calls answered "produced zero addresses" long after
+		// the peer was back. Every target here is one node, so there is
+		// nothing for the resolver to balance.
+		target = "passthrough:///" + target
+	}
 	return grpc.NewClient(target,
+		grpc.WithConnectParams(connectParams),
 		grpc.WithTransportCredentials(credentials.NewTLS(o.Source.ClientConfig(o.ServerRoles...))),
 		grpc.WithStatsHandler(otelgrpc.NewClientHandler(o.Telemetry.options()...)),
 		grpc.WithChainUnaryInterceptor(typedUnary),
@@ -51,6 +64,15 @@ func Dial(target string, o ClientOptions) (*grpc.ClientConn, error) {
 		experimental.WithBufferPool(transportPool),
 		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 20 * time.Second, Timeout: 10 * time.Second, PermitWithoutStream: true}),
 	)
+}
+
+// connectParams bound the reconnect backoff to a peer. gRPC's default grows
+// to 120 s, which would keep a restarted node unreachable for minutes; peers
+// inside a cluster come back in seconds (Kafka caps its reconnect backoff at
+// 1 s for the same reason).
+var connectParams = grpc.ConnectParams{
+	Backoff:           backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 2 * time.Second},
+	MinConnectTimeout: 5 * time.Second,
 }
 
 func typedUnary(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -50,6 +51,15 @@ var healthPolicy = Policy{
 
 func startServer(t *testing.T, src *pki.Source, tel Telemetry) (string, *healthServer) {
 	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return serve(t, lis, src, tel)
+}
+
+func serve(t *testing.T, lis net.Listener, src *pki.Source, tel Telemetry) (string, *healthServer) {
+	t.Helper()
 	srv, err := NewServer(ServerOptions{Source: src, Policy: healthPolicy, Telemetry: tel})
 	if err != nil {
 		t.Fatal(err)
@@ -57,10 +67,6 @@ func startServer(t *testing.T, src *pki.Source, tel Telemetry) (string, *healthS
 	hs := &healthServer{}
 	healthpb.RegisterHealthServer(srv, hs)
 	if err := CheckPolicy(srv, healthPolicy); err != nil {
-		t.Fatal(err)
-	}
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
 		t.Fatal(err)
 	}
 	go srv.Serve(lis)
@@ -221,4 +227,53 @@ func TestTracePropagatesAcrossHop(t *testing.T) {
 	if !server {
 		t.Fatal("no server span recorded")
 	}
+}
+
+// A peer that was down for a while (a restarting node) is reachable again
+// within the capped reconnect backoff, by a name resolved when dialing: with
+// gRPC's defaults (dns resolver, backoff to 120 s) fail-fast calls kept
+// failing for many seconds after the peer was back.
+func TestPeerBackAfterDowntimeIsReachableSoon(t *testing.T) {
+	p := pkitest.New(t)
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := lis.Addr().(*net.TCPAddr).Port
+	lis.Close()
+	conn, err := Dial(net.JoinHostPort("localhost", strconv.Itoa(port)), ClientOptions{Source: p.Source(t, pki.RoleGateway, "g1")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if got := conn.CanonicalTarget(); !strings.HasPrefix(got, "passthrough:") {
+		t.Fatalf("target %q: want the passthrough resolver", got)
+	}
+	// Down for 6 s: the default backoff would have grown past 4 s by now.
+	for end := time.Now().Add(6 * time.Second); time.Now().Before(end); time.Sleep(200 * time.Millisecond) {
+		if failFast(conn) == nil {
+			t.Fatal("call succeeded with no server")
+		}
+	}
+	lis, err = net.Listen("tcp", lis.Addr().String())
+	if err != nil {
+		t.Skipf("port taken meanwhile: %v", err)
+	}
+	serve(t, lis, p.Source(t, pki.RolePartitiond, "p1"), Telemetry{})
+	back := time.Now()
+	for failFast(conn) != nil {
+		// MaxDelay 2 s plus jitter and a TLS handshake; 8 s is generous on
+		// a loaded 2-core machine and far below the default's 10 s+.
+		if time.Since(back) > 8*time.Second {
+			t.Fatalf("peer back for %v, fail-fast calls still fail: %v", time.Since(back), failFast(conn))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func failFast(conn *grpc.ClientConn) error {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	_, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{})
+	return err
 }

@@ -7,8 +7,8 @@ import (
 	"strings"
 	"time"
 
-	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
-	"go.opentelemetry.io/otel/exporters/stdout/stdouttrace"
+	"go.opentelemetry.io/contrib/exporters/autoexport"
+	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -57,51 +57,93 @@ func propagator() propagation.TextMapPropagator {
 	return propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{})
 }
 
+// Options are Strata's own tracing settings; everything else comes from
+// the standard OTEL_* environment.
+type Options struct {
+	// ServiceName is the resource's service.name unless OTEL_SERVICE_NAME
+	// or OTEL_RESOURCE_ATTRIBUTES say otherwise.
+	ServiceName string
+	// BackgroundSampleRatio is the share of background work (root spans
+	// that no client command started: replication fetches, metadata
+	// watches, heartbeats, checkpoints) that is sampled; client commands
+	// are always sampled. Ignored when OTEL_TRACES_SAMPLER is set.
+	BackgroundSampleRatio float64
+}
+
 // Setup builds tracing from the standard environment:
 //
 //   - OTEL_SDK_DISABLED=true disables everything;
-//   - OTEL_TRACES_EXPORTER=otlp|console|none chooses the exporter; when unset,
-//     OTLP is used if OTEL_EXPORTER_OTLP_ENDPOINT or
-//     OTEL_EXPORTER_OTLP_TRACES_ENDPOINT is set, else tracing is off;
-//   - the OTLP exporter speaks gRPC and reads its own OTEL_EXPORTER_OTLP_*
-//     settings (endpoint, insecure, headers, timeout);
-//   - OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES name the resource
-//     (serviceName is the default), OTEL_TRACES_SAMPLER[_ARG] pick the sampler.
-func Setup(ctx context.Context, serviceName string) (*Tracing, error) {
+//   - tracing is off unless OTEL_TRACES_EXPORTER, OTEL_EXPORTER_OTLP_ENDPOINT
+//     or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT is set (a broker should not dial
+//     a collector nobody configured);
+//   - the exporter is the OTel contrib autoexport package's choice:
+//     OTEL_TRACES_EXPORTER=otlp|console|none, OTLP over gRPC or HTTP by
+//     OTEL_EXPORTER_OTLP_[TRACES_]PROTOCOL (grpc, http/protobuf), with its
+//     own OTEL_EXPORTER_OTLP_* settings (endpoint, insecure, headers,
+//     timeout);
+//   - OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES name the resource;
+//   - OTEL_TRACES_SAMPLER[_ARG] replace the sampler; without them client
+//     commands are sampled and background work at BackgroundSampleRatio.
+func Setup(ctx context.Context, o Options) (*Tracing, error) {
 	if strings.EqualFold(os.Getenv("OTEL_SDK_DISABLED"), "true") {
 		return Disabled(), nil
 	}
-	exporter := strings.ToLower(strings.TrimSpace(os.Getenv("OTEL_TRACES_EXPORTER")))
-	if exporter == "" {
-		if os.Getenv("OTEL_EXPORTER_OTLP_ENDPOINT") != "" || os.Getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") != "" {
-			exporter = "otlp"
-		} else {
-			exporter = "none"
-		}
-	}
-	var exp sdktrace.SpanExporter
-	var err error
-	switch exporter {
-	case "none":
+	if os.Getenv("OTEL_TRACES_EXPORTER") == "" && os.Getenv("OTEL_EXPORTER_OTLP_ENDPOINT") == "" &&
+		os.Getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") == "" {
 		return Disabled(), nil
-	case "otlp":
-		exp, err = otlptracegrpc.New(ctx)
-	case "console":
-		exp, err = stdouttrace.New(stdouttrace.WithWriter(os.Stderr))
-	default:
-		return nil, fmt.Errorf("telemetry: unsupported OTEL_TRACES_EXPORTER %q (otlp, console, none)", exporter)
 	}
+	if o.BackgroundSampleRatio < 0 || o.BackgroundSampleRatio > 1 {
+		return nil, fmt.Errorf("telemetry: background sample ratio %v is not within [0, 1]", o.BackgroundSampleRatio)
+	}
+	exp, err := autoexport.NewSpanExporter(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("telemetry: create %s exporter: %w", exporter, err)
+		return nil, fmt.Errorf("telemetry: span exporter: %w", err)
+	}
+	if autoexport.IsNoneSpanExporter(exp) {
+		return Disabled(), nil
 	}
 	res, err := resource.Merge(
-		resource.NewSchemaless(semconv.ServiceName(serviceName)),
+		resource.NewSchemaless(semconv.ServiceName(o.ServiceName)),
 		resource.Environment(),
 	)
 	if err != nil {
 		return nil, fmt.Errorf("telemetry: resource: %w", err)
 	}
-	return WithExporter(exp, res), nil
+	opts := []sdktrace.TracerProviderOption{sdktrace.WithBatcher(exp), sdktrace.WithResource(res)}
+	if os.Getenv("OTEL_TRACES_SAMPLER") == "" {
+		opts = append(opts, sdktrace.WithSampler(CommandSampler(o.BackgroundSampleRatio)))
+	}
+	tp := sdktrace.NewTracerProvider(opts...)
+	return &Tracing{Provider: tp, Propagator: propagator(), Enabled: true, shutdown: tp.Shutdown}, nil
+}
+
+// CommandAttribute marks the root span of a client command (the gateway
+// sets it on every command span): CommandSampler samples those always.
+const CommandAttribute = attribute.Key("strata.command")
+
+// CommandSampler samples spans with a parent as their parent was, root spans
+// of client commands (carrying CommandAttribute) always, and other root
+// spans — background work — at backgroundRatio. A busy cluster's background
+// traffic (replica fetches, watches, heartbeats) otherwise buries the few
+// traces an operator looks for, and costs export bandwidth.
+func CommandSampler(backgroundRatio float64) sdktrace.Sampler {
+	return sdktrace.ParentBased(commandRoot{background: sdktrace.TraceIDRatioBased(backgroundRatio)})
+}
+
+type commandRoot struct{ background sdktrace.Sampler }
+
+func (s commandRoot) ShouldSample(p sdktrace.SamplingParameters) sdktrace.SamplingResult {
+	for _, a := range p.Attributes {
+		if a.Key == CommandAttribute {
+			return sdktrace.SamplingResult{Decision: sdktrace.RecordAndSample,
+				Tracestate: trace.SpanContextFromContext(p.ParentContext).TraceState()}
+		}
+	}
+	return s.background.ShouldSample(p)
+}
+
+func (s commandRoot) Description() string {
+	return "CommandRoot{commands: always, background: " + s.background.Description() + "}"
 }
 
 // WithExporter builds enabled tracing around a span exporter (tests pass an
@@ -116,8 +158,9 @@ func WithExporter(exp sdktrace.SpanExporter, res *resource.Resource) *Tracing {
 }
 
 // WithProcessor builds enabled tracing around a span processor, e.g.
-// tracetest.NewSpanRecorder() in tests.
-func WithProcessor(sp sdktrace.SpanProcessor) *Tracing {
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(sp))
+// tracetest.NewSpanRecorder() in tests; opts add provider options (a
+// sampler).
+func WithProcessor(sp sdktrace.SpanProcessor, opts ...sdktrace.TracerProviderOption) *Tracing {
+	tp := sdktrace.NewTracerProvider(append([]sdktrace.TracerProviderOption{sdktrace.WithSpanProcessor(sp)}, opts...)...)
 	return &Tracing{Provider: tp, Propagator: propagator(), Enabled: true, shutdown: tp.Shutdown}
 }

@@ -97,21 +97,21 @@ func ParseAck(b []byte) (AckResponse, error) {
 		var ok bool
 		switch key {
 		case "status":
-			ok = p.strField(&a.Status)
+			ok = jsonField(&p, &a.Status, p.stringValue)
 		case "producer_id":
-			ok = p.strField(&a.ProducerID)
+			ok = jsonField(&p, &a.ProducerID, p.stringValue)
 		case "leader":
-			ok = p.strField(&a.Leader)
+			ok = jsonField(&p, &a.Leader, p.stringValue)
 		case "error":
-			ok = p.strField(&a.Error)
+			ok = jsonField(&p, &a.Error, p.stringValue)
 		case "last_offset":
-			ok = p.uintField(&a.LastOffset)
+			ok = jsonField(&p, &a.LastOffset, p.uintValue)
 		case "seq_start":
-			ok = p.uintField(&a.SeqStart)
+			ok = jsonField(&p, &a.SeqStart, p.uintValue)
 		case "seq_end":
-			ok = p.uintField(&a.SeqEnd)
+			ok = jsonField(&p, &a.SeqEnd, p.uintValue)
 		case "producer_epoch":
-			ok = p.intField(&a.ProducerEpoch)
+			ok = jsonField(&p, &a.ProducerEpoch, p.intValue)
 		default:
 			p.skip()
 			ok = true
@@ -157,16 +157,28 @@ func (p *jsonParser) isNull() bool {
 	return false
 }
 
-func (p *jsonParser) strField(dst *string) bool {
+// jsonField reads the value at p.i into *dst with read, which reports
+// false for a value of the wrong type or range (the value is then skipped
+// and *dst left alone); null leaves *dst alone too.
+func jsonField[T any](p *jsonParser, dst *T, read func() (T, bool)) bool {
 	if p.isNull() {
 		return true
 	}
-	if p.i >= len(p.b) || p.b[p.i] != '"' {
+	v, ok := read()
+	if !ok {
 		p.skip()
 		return false
 	}
-	*dst = p.str()
+	*dst = v
 	return true
+}
+
+// stringValue reads a string value.
+func (p *jsonParser) stringValue() (string, bool) {
+	if p.i >= len(p.b) || p.b[p.i] != '"' {
+		return "", false
+	}
+	return p.str(), true
 }
 
 func (p *jsonParser) number() string {
@@ -177,30 +189,16 @@ func (p *jsonParser) number() string {
 	return string(p.b[start:p.i])
 }
 
-func (p *jsonParser) uintField(dst *uint64) bool {
-	if p.isNull() {
-		return true
-	}
+// uintValue reads an integer value in the range of uint64.
+func (p *jsonParser) uintValue() (uint64, bool) {
 	n, err := strconv.ParseUint(p.number(), 10, 64)
-	if err != nil {
-		p.skip()
-		return false
-	}
-	*dst = n
-	return true
+	return n, err == nil
 }
 
-func (p *jsonParser) intField(dst *int64) bool {
-	if p.isNull() {
-		return true
-	}
+// intValue reads an integer value in the range of int64.
+func (p *jsonParser) intValue() (int64, bool) {
 	n, err := strconv.ParseInt(p.number(), 10, 64)
-	if err != nil {
-		p.skip()
-		return false
-	}
-	*dst = n
-	return true
+	return n, err == nil
 }
 
 // str reads a JSON string at p.i and returns its value, decoded as
@@ -244,18 +242,10 @@ func (p *jsonParser) str() string {
 		}
 		esc := raw[j+1]
 		j += 2
-		switch esc {
-		case 'b':
-			out = append(out, '\b')
-		case 'f':
-			out = append(out, '\f')
-		case 'n':
-			out = append(out, '\n')
-		case 'r':
-			out = append(out, '\r')
-		case 't':
-			out = append(out, '\t')
-		case 'u':
+		switch k := strings.IndexByte(jsonShortEscapes, esc); {
+		case k >= 0:
+			out = append(out, jsonShortEscaped[k])
+		case esc == 'u':
 			r := hex4(raw[j:])
 			j += 4
 			if utf16.IsSurrogate(r) {
@@ -327,6 +317,13 @@ func (p *jsonParser) skip() {
 
 const jsonHex = "0123456789abcdef"
 
+// The control characters JSON escapes with one letter: jsonShortEscaped[i]
+// is written as a backslash and jsonShortEscapes[i].
+const (
+	jsonShortEscaped = "\b\f\n\r\t"
+	jsonShortEscapes = "bfnrt"
+)
+
 // appendJSONString writes s as encoding/json does with HTML escaping on.
 func appendJSONString(dst []byte, s string) []byte {
 	dst = append(dst, '"')
@@ -339,19 +336,11 @@ func appendJSONString(dst []byte, s string) []byte {
 				continue
 			}
 			dst = append(dst, s[start:i]...)
-			switch c {
-			case '\\', '"':
+			switch k := strings.IndexByte(jsonShortEscaped, c); {
+			case c == '\\' || c == '"':
 				dst = append(dst, '\\', c)
-			case '\b':
-				dst = append(dst, '\\', 'b')
-			case '\f':
-				dst = append(dst, '\\', 'f')
-			case '\n':
-				dst = append(dst, '\\', 'n')
-			case '\r':
-				dst = append(dst, '\\', 'r')
-			case '\t':
-				dst = append(dst, '\\', 't')
+			case k >= 0:
+				dst = append(dst, '\\', jsonShortEscapes[k])
 			default:
 				dst = append(dst, '\\', 'u', '0', '0', jsonHex[c>>4], jsonHex[c&0xF])
 			}

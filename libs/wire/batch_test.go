@@ -115,17 +115,7 @@ func TestParseBatchAcceptsEdgeValues(t *testing.T) {
 				t.Fatal(err)
 			}
 			// Canonical re-encoding decodes to the same values.
-			enc, err := got.AppendTo(nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			again, err := DecodeBatch(enc)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if diff := cmp.Diff(got, again); diff != "" {
-				t.Fatalf("(-first +second):\n%s", diff)
-			}
+			reencodes(t, "decoded batch", got, got.AppendTo, DecodeBatch)
 		})
 	}
 }

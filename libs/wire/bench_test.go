@@ -69,60 +69,59 @@ func encodeBenchBatch(b *testing.B, dst []byte, recs []Record) []byte {
 	return out
 }
 
-// BenchmarkBatchEncode: Record structs -> CBV2 batch -> compressed frame with
-// CRC32C, into reused buffers.
-func BenchmarkBatchEncode(b *testing.B) {
+var benchFrameHeader = Header{Kind: KindRequest, Command: 10, RequestID: 1}
+
+// benchEachCompression runs bench for every payload size and compression
+// with the records, their encoded batch and its frame; MB/s counts the
+// batch. b.Loop in bench starts the timer.
+func benchEachCompression(b *testing.B, bench func(b *testing.B, c *Codec, recs []Record, batch, frame []byte)) {
 	for _, size := range benchPayloadSizes {
 		recs := benchRecordsOf(size)
 		for _, comp := range AllCompressions {
 			b.Run(fmt.Sprintf("%s/%dB", comp, size), func(b *testing.B) {
 				c := &Codec{Compression: comp}
 				batch := encodeBenchBatch(b, nil, recs)
-				frame, _ := c.AppendFrame(nil, Header{Kind: KindRequest, Command: 10, RequestID: 1}, batch)
+				frame, _ := c.AppendFrame(nil, benchFrameHeader, batch)
 				b.SetBytes(int64(len(batch)))
 				b.ReportAllocs()
-				b.ResetTimer()
-				for b.Loop() {
-					batch = encodeBenchBatch(b, batch[:0], recs)
-					var err error
-					if frame, err = c.AppendFrame(frame[:0], Header{Kind: KindRequest, Command: 10, RequestID: 1}, batch); err != nil {
-						b.Fatal(err)
-					}
-				}
-				b.ReportMetric(float64(len(frame))/float64(len(batch)), "ratio")
+				bench(b, c, recs, batch, frame)
 			})
 		}
 	}
 }
 
+// BenchmarkBatchEncode: Record structs -> CBV2 batch -> compressed frame with
+// CRC32C, into reused buffers.
+func BenchmarkBatchEncode(b *testing.B) {
+	benchEachCompression(b, func(b *testing.B, c *Codec, recs []Record, batch, frame []byte) {
+		for b.Loop() {
+			batch = encodeBenchBatch(b, batch[:0], recs)
+			var err error
+			if frame, err = c.AppendFrame(frame[:0], benchFrameHeader, batch); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.ReportMetric(float64(len(frame))/float64(len(batch)), "ratio")
+	})
+}
+
 // BenchmarkBatchDecode: frame -> CRC32C check -> decompress into a reused
 // buffer -> ParseBatch (one validation pass over every record, zero copy).
 func BenchmarkBatchDecode(b *testing.B) {
-	for _, size := range benchPayloadSizes {
-		recs := benchRecordsOf(size)
-		for _, comp := range AllCompressions {
-			b.Run(fmt.Sprintf("%s/%dB", comp, size), func(b *testing.B) {
-				c := &Codec{Compression: comp}
-				batch := encodeBenchBatch(b, nil, recs)
-				frame, _ := c.AppendFrame(nil, Header{Kind: KindRequest, Command: 10, RequestID: 1}, batch)
-				scratch := make([]byte, len(batch))
-				b.SetBytes(int64(len(batch)))
-				b.ReportAllocs()
-				b.ResetTimer()
-				for b.Loop() {
-					f, err := c.DecodeFrame(frame, scratch)
-					if err != nil {
-						b.Fatal(err)
-					}
-					v, err := ParseBatch(f.Payload)
-					if err != nil || v.RecordCount() != benchRecords {
-						b.Fatal(err)
-					}
-				}
-				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*benchRecords), "ns/record")
-			})
+	benchEachCompression(b, func(b *testing.B, c *Codec, _ []Record, batch, frame []byte) {
+		scratch := make([]byte, len(batch))
+		for b.Loop() {
+			f, err := c.DecodeFrame(frame, scratch)
+			if err != nil {
+				b.Fatal(err)
+			}
+			v, err := ParseBatch(f.Payload)
+			if err != nil || v.RecordCount() != benchRecords {
+				b.Fatal(err)
+			}
 		}
-	}
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*benchRecords), "ns/record")
+	})
 }
 
 // BenchmarkBatchIterate: walk a validated batch with the zero-copy iterator,

@@ -16,6 +16,7 @@ type Command uint8
 // Commands, alphabetically. CmdUnknown (0) is never a valid command.
 const (
 	CmdUnknown Command = iota
+	CmdAbortTxn
 	CmdAggregateEventRangeRead
 	CmdAggregateReplayProof
 	CmdAlterTopicConfig
@@ -53,6 +54,7 @@ const (
 	CmdListGroups
 	CmdListOffsets
 	CmdListSnapshots
+	CmdListTxns
 	CmdMetadata
 	CmdNegotiate
 	CmdPublish
@@ -97,20 +99,10 @@ const (
 	ReplyNegotiation
 )
 
+var replyNames = [...]string{ReplyOne: "one", ReplyTwoFrames: "two_frames", ReplyStream: "stream", ReplyNegotiation: "negotiation"}
+
 // String names the reply shape.
-func (r Reply) String() string {
-	switch r {
-	case ReplyOne:
-		return "one"
-	case ReplyTwoFrames:
-		return "two_frames"
-	case ReplyStream:
-		return "stream"
-	case ReplyNegotiation:
-		return "negotiation"
-	}
-	return "reply(" + strconv.Itoa(int(r)) + ")"
-}
+func (r Reply) String() string { return nameOf(replyNames[:], r, "reply") }
 
 // CommandInfo is the metadata a server needs about a command.
 type CommandInfo struct {
@@ -205,6 +197,8 @@ var commandRows = [...]commandRow{
 	// Strata extension commands (admin): the same id in both tables.
 	{CmdDeleteGroup, CommandInfo{Name: "DELETE_GROUP", Extension: true}, 1000, 1000},
 	{CmdResetOffsets, CommandInfo{Name: "RESET_OFFSETS", Extension: true}, 1001, 1001},
+	{CmdListTxns, CommandInfo{Name: "LIST_TXNS", Extension: true}, 1002, 1002},
+	{CmdAbortTxn, CommandInfo{Name: "ABORT_TXN", Extension: true}, 1003, 1003},
 }
 
 var (
@@ -213,7 +207,8 @@ var (
 
 	// TableA is the canonical numbering (newest Go and Java SDKs): NEGOTIATE
 	// is 46, TXN_APPEND_STREAM 54, BROWSE_MESSAGES 55, READ_STREAM_HISTORY 56;
-	// plus Strata's extension commands (DELETE_GROUP 1000, RESET_OFFSETS 1001).
+	// plus Strata's extension commands (DELETE_GROUP 1000, RESET_OFFSETS 1001,
+	// LIST_TXNS 1002, ABORT_TXN 1003).
 	TableA = &CommandTable{name: "A"}
 	// TableB is the numbering of the newest Python SDK: TXN_APPEND_STREAM at
 	// 29, every later command one higher than in TableA (NEGOTIATE 47), and

@@ -6,13 +6,13 @@ import (
 )
 
 func TestCommandRegistryCoversBothTables(t *testing.T) {
-	// 56 published commands plus the 2 Strata extension commands; table B
+	// 56 published commands plus the 4 Strata extension commands; table B
 	// lacks BROWSE_MESSAGES and READ_STREAM_HISTORY.
-	if n := len(TableA.Commands()); n != 58 {
-		t.Fatalf("table A has %d commands, want 58", n)
+	if n := len(TableA.Commands()); n != 60 {
+		t.Fatalf("table A has %d commands, want 60", n)
 	}
-	if n := len(TableB.Commands()); n != 56 {
-		t.Fatalf("table B has %d commands, want 56", n)
+	if n := len(TableB.Commands()); n != 58 {
+		t.Fatalf("table B has %d commands, want 58", n)
 	}
 	for c := Command(1); int(c) <= numCommands; c++ {
 		a, okA := TableA.ID(c)
@@ -89,6 +89,8 @@ func TestExtensionCommandsHaveTheSameIDInBothTables(t *testing.T) {
 	}{
 		{CmdDeleteGroup, "DELETE_GROUP", 1000},
 		{CmdResetOffsets, "RESET_OFFSETS", 1001},
+		{CmdListTxns, "LIST_TXNS", 1002},
+		{CmdAbortTxn, "ABORT_TXN", 1003},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if tc.c.String() != tc.name || !tc.c.IsExtension() || tc.c.IsInternal() || tc.c.Reply() != ReplyOne {
@@ -108,7 +110,7 @@ func TestExtensionCommandsHaveTheSameIDInBothTables(t *testing.T) {
 		})
 	}
 	for _, tb := range []*CommandTable{TableA, TableB} {
-		for _, id := range []uint16{57, 100, 999, 1002, 65535} {
+		for _, id := range []uint16{57, 100, 999, 1004, 65535} {
 			if c, ok := tb.ByID(id); ok {
 				t.Errorf("table %s: id %d must be unknown, is %v", tb.Name(), id, c)
 			}

@@ -1,7 +1,7 @@
 package wire
 
 import (
-	"strconv"
+	"slices"
 	"strings"
 )
 
@@ -23,33 +23,16 @@ var AllCompressions = []Compression{CompressionNone, CompressionGzip, Compressio
 // Valid reports whether c is one of the four ids.
 func (c Compression) Valid() bool { return c <= CompressionLZ4 }
 
+var compressionNames = [...]string{CompressionNone: "none", CompressionGzip: "gzip", CompressionSnappy: "snappy", CompressionLZ4: "lz4"}
+
 // String returns the spec name: none, gzip, snappy or lz4.
-func (c Compression) String() string {
-	switch c {
-	case CompressionNone:
-		return "none"
-	case CompressionGzip:
-		return "gzip"
-	case CompressionSnappy:
-		return "snappy"
-	case CompressionLZ4:
-		return "lz4"
-	}
-	return "compression(" + strconv.Itoa(int(c)) + ")"
-}
+func (c Compression) String() string { return nameOf(compressionNames[:], c, "compression") }
 
 // ParseCompression maps a name (none, gzip, snappy, lz4; case-insensitive) to
 // its id.
 func ParseCompression(name string) (Compression, bool) {
-	switch strings.ToLower(strings.TrimSpace(name)) {
-	case "none":
-		return CompressionNone, true
-	case "gzip":
-		return CompressionGzip, true
-	case "snappy":
-		return CompressionSnappy, true
-	case "lz4":
-		return CompressionLZ4, true
+	if i := slices.Index(compressionNames[:], strings.ToLower(strings.TrimSpace(name))); i >= 0 {
+		return Compression(i), true
 	}
 	return 0, false
 }

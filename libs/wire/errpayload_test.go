@@ -12,12 +12,7 @@ import (
 // rawError builds an error payload by hand.
 func rawError(code string, class, retry byte, msg string, kv ...string) []byte {
 	b := append(appendString(nil, code), class, retry)
-	b = appendString(b, msg)
-	b = appendU16(b, uint16(len(kv)/2))
-	for _, s := range kv {
-		b = appendString(b, s)
-	}
-	return b
+	return appendCounted(appendString(b, msg), len(kv)/2, kv)
 }
 
 func TestDecodeErrorRejectsInvalidPayloads(t *testing.T) {

@@ -49,6 +49,19 @@ func (c *Codec) CheckHeader(h Header) error {
 	return c.checkLengths(h)
 }
 
+// kindStatuses are the statuses each frame kind may carry (WIRE-V2 tables
+// 1.2 and 1.3), with the words refusing any other.
+var kindStatuses = [...]struct {
+	allowed []Status
+	refusal string
+}{
+	KindNegotiationRequest:  {[]Status{StatusNone}, "negotiation request status must be NONE"},
+	KindNegotiationResponse: {[]Status{StatusOK, StatusError}, "negotiation response status must be OK or ERROR"},
+	KindRequest:             {[]Status{StatusNone}, "request status must be NONE"},
+	KindResponse:            {[]Status{StatusOK, StatusError}, "response status must be OK or ERROR"},
+	KindStream:              {[]Status{StatusOK, StatusError, StatusStreamEnd}, "stream status must be OK, ERROR or STREAM_END"},
+}
+
 // checkFraming checks flags, kind/status/request id and command id.
 func (c *Codec) checkFraming(h Header) error {
 	if !h.Kind.Valid() {
@@ -70,27 +83,8 @@ func (c *Codec) checkFraming(h Header) error {
 				"compression", itoa(int(got)), "negotiated", c.Compression.String())
 		}
 	}
-	switch h.Kind {
-	case KindNegotiationRequest:
-		if h.Status != StatusNone {
-			return frameError("bad_status", "negotiation request status must be NONE", "status", itoa(int(h.Status)))
-		}
-	case KindNegotiationResponse:
-		if h.Status != StatusOK && h.Status != StatusError {
-			return frameError("bad_status", "negotiation response status must be OK or ERROR", "status", itoa(int(h.Status)))
-		}
-	case KindRequest:
-		if h.Status != StatusNone {
-			return frameError("bad_status", "request status must be NONE", "status", itoa(int(h.Status)))
-		}
-	case KindResponse:
-		if h.Status != StatusOK && h.Status != StatusError {
-			return frameError("bad_status", "response status must be OK or ERROR", "status", itoa(int(h.Status)))
-		}
-	case KindStream:
-		if h.Status < StatusOK || h.Status > StatusStreamEnd {
-			return frameError("bad_status", "stream status must be OK, ERROR or STREAM_END", "status", itoa(int(h.Status)))
-		}
+	if ks := kindStatuses[h.Kind]; !slices.Contains(ks.allowed, h.Status) {
+		return frameError("bad_status", ks.refusal, "status", itoa(int(h.Status)))
 	}
 	if !h.Kind.IsNegotiation() && h.RequestID == 0 {
 		return frameError("zero_request_id", "request, response and stream frames need a non-zero request id",

@@ -307,14 +307,7 @@ func FuzzParseText(f *testing.F) {
 		if !cmd.Valid() {
 			t.Fatal("invalid command without error")
 		}
-		enc, err := r.AppendTo(nil)
-		if err != nil {
-			t.Fatalf("parsed text does not encode: %v", err)
-		}
-		back, err := DecodeRequest(enc)
-		if err != nil || !cmp.Equal(r, back, cmpEmpty) {
-			t.Fatalf("CRQ2 round trip: %v", err)
-		}
+		reencodes(t, "parsed text as CRQ2", r, r.AppendTo, DecodeRequest, cmpEmpty)
 	})
 }
 
@@ -351,14 +344,7 @@ func FuzzParseBatch(f *testing.F) {
 			t.Fatal("builder does not reproduce the batch")
 		}
 		// The struct form re-encodes to the same values.
-		enc, err := decoded.AppendTo(nil)
-		if err != nil {
-			t.Fatalf("decoded batch does not encode: %v", err)
-		}
-		again, err := DecodeBatch(enc)
-		if err != nil || !cmp.Equal(decoded, again, cmpEmpty) {
-			t.Fatalf("struct round trip: %v", err)
-		}
+		reencodes(t, "decoded batch", decoded, decoded.AppendTo, DecodeBatch, cmpEmpty)
 		// Patching keeps the batch valid.
 		c := bytes.Clone(b)
 		pv, _ := ParseBatch(c)
@@ -384,14 +370,7 @@ func FuzzParseRecord(f *testing.F) {
 			return
 		}
 		r := v.Record()
-		enc, err := r.AppendTo(nil)
-		if err != nil {
-			t.Fatalf("decoded record does not encode: %v", err)
-		}
-		back, err := DecodeRecord(enc)
-		if err != nil || !cmp.Equal(r, back, cmpEmpty) {
-			t.Fatalf("round trip: %v", err)
-		}
+		enc := reencodes(t, "decoded record", r, r.AppendTo, DecodeRecord, cmpEmpty)
 		if v.Presence() == r.Presence() && !bytes.Equal(enc, b) {
 			t.Fatal("canonical record does not re-encode byte for byte")
 		}
@@ -436,14 +415,8 @@ func FuzzDecodeError(f *testing.F) {
 		if err != nil {
 			return
 		}
-		enc, err := AppendError(nil, e)
-		if err != nil {
-			t.Fatalf("decoded error does not encode: %v", err)
-		}
-		back, err := DecodeError(enc)
-		if err != nil || !cmp.Equal(e, back, cmpEmpty) {
-			t.Fatalf("round trip: %v", err)
-		}
+		encode := func(dst []byte) ([]byte, error) { return AppendError(dst, e) }
+		reencodes(t, "decoded error", e, encode, DecodeError, cmpEmpty)
 	})
 }
 
@@ -459,14 +432,8 @@ func FuzzParseOffsetList(f *testing.F) {
 		if len(l) > MaxOffsetEntries {
 			t.Fatal("too many entries accepted")
 		}
-		enc, err := AppendOffsetList(nil, l)
-		if err != nil {
-			t.Fatal(err)
-		}
-		back, err := ParseOffsetList(string(enc))
-		if err != nil || !cmp.Equal(l, back) {
-			t.Fatalf("round trip: %v", err)
-		}
+		encode := func(dst []byte) ([]byte, error) { return AppendOffsetList(dst, l) }
+		reencodes(t, "offset list", l, encode, func(b []byte) ([]PartitionOffset, error) { return ParseOffsetList(string(b)) })
 		DuplicatePartition(l)
 	})
 }

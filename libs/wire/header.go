@@ -47,21 +47,18 @@ func (k Kind) IsNegotiation() bool {
 	return k == KindNegotiationRequest || k == KindNegotiationResponse
 }
 
+var kindNames = [...]string{KindNegotiationRequest: "negotiation_request", KindNegotiationResponse: "negotiation_response",
+	KindRequest: "request", KindResponse: "response", KindStream: "stream"}
+
 // String returns a readable name of the kind.
-func (k Kind) String() string {
-	switch k {
-	case KindNegotiationRequest:
-		return "negotiation_request"
-	case KindNegotiationResponse:
-		return "negotiation_response"
-	case KindRequest:
-		return "request"
-	case KindResponse:
-		return "response"
-	case KindStream:
-		return "stream"
+func (k Kind) String() string { return nameOf(kindNames[:], k, "kind") }
+
+// nameOf returns names[v], or "<what>(<v>)" for a value without a name.
+func nameOf[T ~uint8 | ~uint16](names []string, v T, what string) string {
+	if int(v) < len(names) && names[v] != "" {
+		return names[v]
 	}
-	return "kind(" + strconv.Itoa(int(k)) + ")"
+	return what + "(" + strconv.Itoa(int(v)) + ")"
 }
 
 // Status is the frame status (header bytes 10-11, WIRE-V2 table 1.3).
@@ -79,20 +76,10 @@ const (
 	StatusStreamEnd Status = 3
 )
 
+var statusNames = [...]string{StatusNone: "NONE", StatusOK: "OK", StatusError: "ERROR", StatusStreamEnd: "STREAM_END"}
+
 // String returns the spec name of the status.
-func (s Status) String() string {
-	switch s {
-	case StatusNone:
-		return "NONE"
-	case StatusOK:
-		return "OK"
-	case StatusError:
-		return "ERROR"
-	case StatusStreamEnd:
-		return "STREAM_END"
-	}
-	return "status(" + strconv.Itoa(int(s)) + ")"
-}
+func (s Status) String() string { return nameOf(statusNames[:], s, "status") }
 
 // Header is the decoded 32-byte frame header. Command is the numeric wire id;
 // map it to a Command through the connection's CommandTable.

@@ -178,24 +178,11 @@ func lz4BlockSize(src []byte) (int, bool) {
 	for i < len(src) {
 		tok := src[i]
 		i++
-		lit := int(tok >> 4)
-		if lit == 15 {
-			for {
-				if i >= len(src) {
-					return 0, false
-				}
-				b := src[i]
-				i++
-				lit += int(b)
-				if b != 255 {
-					break
-				}
-			}
-		}
-		if lit > len(src)-i {
+		lit, next, ok := lz4Length(src, i, int(tok>>4))
+		if !ok || lit > len(src)-next {
 			return 0, false
 		}
-		i += lit
+		i = next + lit
 		n += lit
 		if i == len(src) {
 			return n, true
@@ -206,22 +193,31 @@ func lz4BlockSize(src []byte) (int, bool) {
 		if src[i] == 0 && src[i+1] == 0 {
 			return 0, false
 		}
-		i += 2
-		ml := int(tok & 15)
-		if ml == 15 {
-			for {
-				if i >= len(src) {
-					return 0, false
-				}
-				b := src[i]
-				i++
-				ml += int(b)
-				if b != 255 {
-					break
-				}
-			}
+		ml, next, ok := lz4Length(src, i+2, int(tok&15))
+		if !ok {
+			return 0, false
 		}
+		i = next
 		n += ml + 4
 	}
 	return n, true
+}
+
+// lz4Length completes a literal or match length whose 4-bit token part is
+// n, reading the extension bytes at src[i:] that follow a part of 15 (each
+// 255 means another byte follows). It returns the length and the position
+// after it; false when the extension runs past src.
+func lz4Length(src []byte, i, n int) (int, int, bool) {
+	if n != 15 {
+		return n, i, true
+	}
+	for i < len(src) {
+		b := src[i]
+		i++
+		n += int(b)
+		if b != 255 {
+			return n, i, true
+		}
+	}
+	return 0, 0, false
 }

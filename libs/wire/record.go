@@ -78,6 +78,10 @@ var optionalShape = [numOptional]uint8{
 	shapeString, shapeString, shapeString, shapeI16, shapeI64, shapeString, shapeString, shapeString, shapeString,
 }
 
+// shapeSize is the encoded size of each shape without its string bytes
+// (a string's u32 length; the producer's length, seq_num and epoch).
+var shapeSize = [...]int{shapeI64: 8, shapeProducer: 4 + 16, shapeString: 4, shapeU32: 4, shapeU64: 8, shapeI16: 2}
+
 // RecordView is a zero-copy view of one encoded record. Field accessors return
 // sub-slices of the underlying bytes (valid as long as those bytes are), and
 // the Set methods patch them in place. A RecordView is a plain value: taking
@@ -146,14 +150,8 @@ func (v *RecordView) parse(b []byte) *errcode.Error {
 	for p := v.presence; p != 0; p &= p - 1 {
 		i := bits.TrailingZeros64(p)
 		v.opt[i] = uint32(pos)
-		var need int
+		need := shapeSize[optionalShape[i]]
 		switch optionalShape[i] {
-		case shapeI64, shapeU64:
-			need = 8
-		case shapeU32:
-			need = 4
-		case shapeI16:
-			need = 2
 		case shapeString:
 			if n-pos < 4 {
 				return recordError("truncated", "record field truncated", "bit", itoa(i))

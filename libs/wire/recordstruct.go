@@ -36,69 +36,67 @@ type Record struct {
 	PayloadDigest           string
 }
 
+// optional is one optional field of a Record as the encoder sees it: its
+// value as a string (str), bytes (byt, ControlKey and ControlValue only) or
+// number (num, written in the width of the bit's optionalShape).
+type optional struct {
+	present bool
+	str     string
+	byt     []byte
+	num     uint64
+}
+
+func optString(s string) optional { return optional{present: s != "", str: s} }
+
+// optBytes is present when non-nil, so present-but-empty survives.
+func optBytes(b []byte) optional { return optional{present: b != nil, byt: b} }
+
+func optNumber[T int16 | uint32 | int64 | uint64](v T) optional {
+	return optional{present: v != 0, num: uint64(v)}
+}
+
+// optionals returns r's optional fields indexed by presence bit. The
+// producer field's str is producer_id; seq_num and epoch follow it.
+func (r *Record) optionals() [numOptional]optional {
+	return [numOptional]optional{
+		optNumber(r.Timestamp),
+		{present: r.ProducerID != "" || r.SeqNum != 0 || r.Epoch != 0, str: r.ProducerID},
+		optString(r.Key),
+		optString(r.EventType),
+		optNumber(r.SchemaVersion),
+		optNumber(r.AggregateVersion),
+		optString(r.Metadata),
+		optString(r.TransactionalID),
+		optString(r.TransactionState),
+		optString(r.TransactionMarker),
+		optString(r.ControlType),
+		optNumber(r.ControlVersion),
+		optNumber(r.ControlCoordinatorEpoch),
+		optBytes(r.ControlKey),
+		optBytes(r.ControlValue),
+		optString(r.EventID),
+		optString(r.PayloadDigest),
+	}
+}
+
 // Presence returns the presence bitmap the encoder writes for r.
 func (r *Record) Presence() uint64 {
 	var p uint64
-	set := func(cond bool, bit uint64) {
-		if cond {
-			p |= bit
+	for i, f := range r.optionals() {
+		if f.present {
+			p |= 1 << i
 		}
 	}
-	set(r.Timestamp != 0, PresenceTimestamp)
-	set(r.ProducerID != "" || r.SeqNum != 0 || r.Epoch != 0, PresenceProducer)
-	set(r.Key != "", PresenceKey)
-	set(r.EventType != "", PresenceEventType)
-	set(r.SchemaVersion != 0, PresenceSchemaVersion)
-	set(r.AggregateVersion != 0, PresenceAggregateVersion)
-	set(r.Metadata != "", PresenceMetadata)
-	set(r.TransactionalID != "", PresenceTransactionalID)
-	set(r.TransactionState != "", PresenceTransactionState)
-	set(r.TransactionMarker != "", PresenceTransactionMarker)
-	set(r.ControlType != "", PresenceControlType)
-	set(r.ControlVersion != 0, PresenceControlVersion)
-	set(r.ControlCoordinatorEpoch != 0, PresenceControlCoordinatorEpoch)
-	set(r.ControlKey != nil, PresenceControlKey)
-	set(r.ControlValue != nil, PresenceControlValue)
-	set(r.EventID != "", PresenceEventID)
-	set(r.PayloadDigest != "", PresencePayloadDigest)
 	return p
 }
 
 // encodedSize returns the record's encoded size for the given presence.
 func (r *Record) encodedSize(p uint64) int {
 	n := recordFixed + len(r.Topic) + len(r.Payload)
-	if p&PresenceTimestamp != 0 {
-		n += 8
-	}
-	if p&PresenceProducer != 0 {
-		n += 20 + len(r.ProducerID)
-	}
-	strs := [...]struct {
-		bit uint64
-		l   int
-	}{
-		{PresenceKey, len(r.Key)}, {PresenceEventType, len(r.EventType)}, {PresenceMetadata, len(r.Metadata)},
-		{PresenceTransactionalID, len(r.TransactionalID)}, {PresenceTransactionState, len(r.TransactionState)},
-		{PresenceTransactionMarker, len(r.TransactionMarker)}, {PresenceControlType, len(r.ControlType)},
-		{PresenceControlKey, len(r.ControlKey)}, {PresenceControlValue, len(r.ControlValue)},
-		{PresenceEventID, len(r.EventID)}, {PresencePayloadDigest, len(r.PayloadDigest)},
-	}
-	for _, s := range strs {
-		if p&s.bit != 0 {
-			n += 4 + s.l
+	for i, f := range r.optionals() {
+		if p&(1<<i) != 0 {
+			n += shapeSize[optionalShape[i]] + len(f.str) + len(f.byt)
 		}
-	}
-	if p&PresenceSchemaVersion != 0 {
-		n += 4
-	}
-	if p&PresenceAggregateVersion != 0 {
-		n += 8
-	}
-	if p&PresenceControlVersion != 0 {
-		n += 2
-	}
-	if p&PresenceControlCoordinatorEpoch != 0 {
-		n += 8
 	}
 	return n
 }
@@ -156,58 +154,27 @@ func (r *Record) appendChecked(b []byte, v uint16, p uint64) []byte {
 	b = appendU32(b, uint32(r.Partition))
 	b = appendU64(b, r.Offset)
 	b = appendBytes(b, r.Payload)
-	if p&PresenceTimestamp != 0 {
-		b = appendU64(b, uint64(r.Timestamp))
-	}
-	if p&PresenceProducer != 0 {
-		b = appendString(b, r.ProducerID)
-		b = appendU64(b, r.SeqNum)
-		b = appendU64(b, uint64(r.Epoch))
-	}
-	if p&PresenceKey != 0 {
-		b = appendString(b, r.Key)
-	}
-	if p&PresenceEventType != 0 {
-		b = appendString(b, r.EventType)
-	}
-	if p&PresenceSchemaVersion != 0 {
-		b = appendU32(b, r.SchemaVersion)
-	}
-	if p&PresenceAggregateVersion != 0 {
-		b = appendU64(b, r.AggregateVersion)
-	}
-	if p&PresenceMetadata != 0 {
-		b = appendString(b, r.Metadata)
-	}
-	if p&PresenceTransactionalID != 0 {
-		b = appendString(b, r.TransactionalID)
-	}
-	if p&PresenceTransactionState != 0 {
-		b = appendString(b, r.TransactionState)
-	}
-	if p&PresenceTransactionMarker != 0 {
-		b = appendString(b, r.TransactionMarker)
-	}
-	if p&PresenceControlType != 0 {
-		b = appendString(b, r.ControlType)
-	}
-	if p&PresenceControlVersion != 0 {
-		b = appendU16(b, uint16(r.ControlVersion))
-	}
-	if p&PresenceControlCoordinatorEpoch != 0 {
-		b = appendU64(b, uint64(r.ControlCoordinatorEpoch))
-	}
-	if p&PresenceControlKey != 0 {
-		b = appendBytes(b, r.ControlKey)
-	}
-	if p&PresenceControlValue != 0 {
-		b = appendBytes(b, r.ControlValue)
-	}
-	if p&PresenceEventID != 0 {
-		b = appendString(b, r.EventID)
-	}
-	if p&PresencePayloadDigest != 0 {
-		b = appendString(b, r.PayloadDigest)
+	// Optional fields follow in bit order.
+	for i, f := range r.optionals() {
+		if p&(1<<i) == 0 {
+			continue
+		}
+		switch optionalShape[i] {
+		case shapeI64, shapeU64:
+			b = appendU64(b, f.num)
+		case shapeU32:
+			b = appendU32(b, uint32(f.num))
+		case shapeI16:
+			b = appendU16(b, uint16(f.num))
+		case shapeProducer:
+			b = appendU64(appendU64(appendString(b, r.ProducerID), r.SeqNum), uint64(r.Epoch))
+		case shapeString:
+			if f.byt != nil {
+				b = appendBytes(b, f.byt)
+			} else {
+				b = appendString(b, f.str)
+			}
+		}
 	}
 	return b
 }

@@ -167,15 +167,23 @@ func (r *Request) Decode(b []byte) error {
 		d.off += int(n)
 		return s[start:d.off], true
 	}
-	np := int(d.u16())
-	if d.short {
-		return fail("truncated", "positional count truncated")
+	// count reads the u16 count of a section whose entries take at least
+	// minSize bytes each, bounded before anything is allocated.
+	count := func(what, tooMany string, minSize int) (int, error) {
+		n := int(d.u16())
+		switch {
+		case d.short:
+			return 0, fail("truncated", what+" count truncated")
+		case n > MaxRequestArgs:
+			return 0, fail(tooMany, what+" count above 1,024", "count", itoa(n))
+		case n*minSize > d.remaining():
+			return 0, fail("truncated", what+" count exceeds the payload", "count", itoa(n))
+		}
+		return n, nil
 	}
-	if np > MaxRequestArgs {
-		return fail("too_many_positionals", "positional count above 1,024", "count", itoa(np))
-	}
-	if np*4 > d.remaining() {
-		return fail("truncated", "positional count exceeds the payload", "count", itoa(np))
+	np, err := count("positional", "too_many_positionals", 4)
+	if err != nil {
+		return err
 	}
 	for range np {
 		p, ok := str()
@@ -187,15 +195,9 @@ func (r *Request) Decode(b []byte) error {
 		}
 		r.Positionals = append(r.Positionals, p)
 	}
-	nf := int(d.u16())
-	if d.short {
-		return fail("truncated", "field count truncated")
-	}
-	if nf > MaxRequestArgs {
-		return fail("too_many_fields", "field count above 1,024", "count", itoa(nf))
-	}
-	if nf*8 > d.remaining() {
-		return fail("truncated", "field count exceeds the payload", "count", itoa(nf))
+	nf, err := count("field", "too_many_fields", 8)
+	if err != nil {
+		return err
 	}
 	for range nf {
 		k, ok1 := str()

@@ -13,15 +13,7 @@ import (
 // crq2 builds a CRQ2 payload by hand, bypassing the encoder's checks.
 func crq2(magic uint32, version uint16, pos []string, kv ...string) []byte {
 	b := appendU16(appendU32(nil, magic), version)
-	b = appendU16(b, uint16(len(pos)))
-	for _, p := range pos {
-		b = appendString(b, p)
-	}
-	b = appendU16(b, uint16(len(kv)/2))
-	for _, s := range kv {
-		b = appendString(b, s)
-	}
-	return b
+	return appendCounted(appendCounted(b, len(pos), pos), len(kv)/2, kv)
 }
 
 func TestDecodeRequestRejectsInvalidPayloads(t *testing.T) {

@@ -142,19 +142,9 @@ func TestVectorNegotiation(t *testing.T) {
 	for _, vf := range vectorFiles {
 		t.Run(vf.name, func(t *testing.T) {
 			_, v := loadVectors(t, vf.name)
-			req, err := DecodeNegotiationRequest(v["negotiation_request_all_compressions"])
-			if err != nil {
-				t.Fatal(err)
-			}
-			wantReq := NegotiationRequest{MinVersion: 2, MaxVersion: 2,
+			req := NegotiationRequest{MinVersion: 2, MaxVersion: 2,
 				Compressions: []Compression{CompressionGzip, CompressionSnappy, CompressionLZ4, CompressionNone}}
-			if diff := cmp.Diff(wantReq, req); diff != "" {
-				t.Fatalf("request (-want +got):\n%s", diff)
-			}
-			enc, err := wantReq.AppendTo(nil)
-			if err != nil || !bytes.Equal(enc, v["negotiation_request_all_compressions"]) {
-				t.Fatalf("re-encode = %x, %v", enc, err)
-			}
+			matchesVector(t, v["negotiation_request_all_compressions"], req, DecodeNegotiationRequest, req.AppendTo)
 			resp, err := DecodeNegotiationResponse(v["negotiation_response_lz4"])
 			if err != nil || resp != (NegotiationResponse{Version: 2, Compression: CompressionLZ4}) {
 				t.Fatalf("response = %+v, %v", resp, err)
@@ -238,23 +228,13 @@ func TestVectorCommandPayload(t *testing.T) {
 		t.Run(vf.name, func(t *testing.T) {
 			_, v := loadVectors(t, vf.name)
 			raw := v["append_stream_command_payload"]
-			got, err := DecodeRequest(raw)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if diff := cmp.Diff(want, got, cmpEmpty); diff != "" {
-				t.Fatalf("decoded (-want +got):\n%s", diff)
-			}
-			enc, err := want.AppendTo(nil)
-			if err != nil || !bytes.Equal(enc, raw) {
-				t.Fatalf("re-encode = %x, %v", enc, err)
-			}
+			matchesVector(t, raw, want, DecodeRequest, want.AppendTo, cmpEmpty)
 			// The SDK text algorithm produces the same payload.
 			cmd, req, err := ParseText(`APPEND_STREAM topic=events key=aggregate-7 expectedVersion=3 eventType=Updated schemaVersion=2 metadata={"trace":"a b"} message={"value":"x y"}`)
 			if err != nil || cmd != CmdAppendStream {
 				t.Fatalf("ParseText = %v, %v", cmd, err)
 			}
-			enc, err = req.AppendTo(nil)
+			enc, err := req.AppendTo(nil)
 			if err != nil || !bytes.Equal(enc, raw) {
 				t.Fatalf("text → CRQ2 = %x, %v", enc, err)
 			}
@@ -271,17 +251,7 @@ func TestVectorFullRecordBatch(t *testing.T) {
 				BatchHeader: BatchHeader{Idempotent: true, Topic: "events", Partition: 2, Acks: "all", BatchStart: 9, BatchEnd: 9},
 				Records:     []Record{expectedFullRecord(vf.recordVersion)},
 			}
-			got, err := DecodeBatch(raw)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if diff := cmp.Diff(want, got); diff != "" {
-				t.Fatalf("decoded (-want +got):\n%s", diff)
-			}
-			enc, err := want.AppendTo(nil)
-			if err != nil || !bytes.Equal(enc, raw) {
-				t.Fatalf("re-encode differs (%v)\n got %x\nwant %x", err, enc, raw)
-			}
+			matchesVector(t, raw, want, DecodeBatch, want.AppendTo)
 			// The zero-copy view sees the same record.
 			view, err := ParseBatch(raw)
 			if err != nil {
@@ -328,17 +298,7 @@ func TestVectorStructuredError(t *testing.T) {
 		t.Run(vf.name, func(t *testing.T) {
 			_, v := loadVectors(t, vf.name)
 			raw := v["structured_availability_error"]
-			got, err := DecodeError(raw)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if diff := cmp.Diff(want, got); diff != "" {
-				t.Fatalf("decoded (-want +got):\n%s", diff)
-			}
-			enc, err := AppendError(nil, want)
-			if err != nil || !bytes.Equal(enc, raw) {
-				t.Fatalf("re-encode = %x, %v", enc, err)
-			}
+			matchesVector(t, raw, want, DecodeError, func(dst []byte) ([]byte, error) { return AppendError(dst, want) })
 			// The catalogue builds the same error.
 			e := errcode.ReplicationUnavailable.New("replication quorum unavailable", "reason", "replica timeout", "offset", "7")
 			if enc, _ := AppendError(nil, e); !bytes.Equal(enc, raw) {

@@ -1,76 +1,50 @@
 // Package clustertest starts a real Strata cluster of role processes on
 // loopback for tests: it builds the binaries once, issues a PKI at run time,
 // gives every process its own data directory and ports, waits on /ready, lets
-// a test kill -9, SIGSTOP/SIGCONT and restart any process, and always cleans
-// up (t.Cleanup kills every process it started).
+// a test kill -9 and restart any process, and always cleans up (t.Cleanup
+// kills every process it started). The processes are libs/proctest
+// processes; their logs are printed when the test fails.
 package clustertest
 
 import (
-	"context"
 	"fmt"
-	"math/rand/v2"
 	"net"
-	"net/http"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
-	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
+	"github.com/strataio/strata/libs/looptest"
 	"github.com/strataio/strata/libs/pki"
+	"github.com/strataio/strata/libs/proctest"
 )
 
 // Binaries are the role binaries the harness builds.
 var Binaries = []string{"metad", "partitiond", "coordinatord", "gateway", "strata"}
-
-var (
-	buildOnce sync.Once
-	buildDir  string
-	buildErr  error
-)
 
 // Build compiles every binary once per test process into a temporary
 // directory and returns it. The directory is removed by RemoveBuilds (call it
 // from TestMain).
 func Build(t testing.TB) string {
 	t.Helper()
-	buildOnce.Do(func() {
-		buildDir, buildErr = os.MkdirTemp("", "strata-clustertest-bin-")
-		if buildErr != nil {
-			return
-		}
-		pkgs := []string{}
-		for _, b := range Binaries {
-			pkgs = append(pkgs, "github.com/strataio/strata/"+b+"/cmd/"+b)
-		}
-		args := append([]string{"build", "-o", buildDir + string(os.PathSeparator)}, pkgs...)
-		cmd := exec.Command("go", args...)
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOTOOLCHAIN=local")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
+	var pkgs []string
+	for _, b := range Binaries {
+		pkgs = append(pkgs, "github.com/strataio/strata/"+b+"/cmd/"+b)
 	}
-	return buildDir
+	return proctest.Build(t, pkgs...)
 }
 
 // RemoveBuilds deletes the binaries built by Build.
-func RemoveBuilds() {
-	if buildDir != "" {
-		os.RemoveAll(buildDir)
-	}
-}
+func RemoveBuilds() { proctest.RemoveBuilds() }
 
 // Spec sizes a cluster.
 type Spec struct {
 	Metad, Partitiond, Coordinatord, Gateways int
+	// Env adds environment settings per role (e.g. shorter leases for
+	// failover tests).
+	Env map[pki.Role][]string
 }
 
 // FullSpec is the split deployment of the issue: 3 metad, 3 partitiond,
@@ -94,11 +68,7 @@ type Proc struct {
 	bin  string
 	args []string
 	env  []string
-
-	mu   sync.Mutex
-	cmd  *exec.Cmd
-	done chan struct{}
-	log  *os.File
+	proc *proctest.Proc // made at the first Start, once args and env are final
 }
 
 // Cluster is a running process cluster.
@@ -106,6 +76,26 @@ type Cluster struct {
 	t     testing.TB
 	Dir   string
 	Procs []*Proc
+	ca    *pki.CA
+}
+
+// AdminSource returns a certificate source of the admin role, issued by
+// the cluster's CA: for tests that call a role's internal gRPC API (for
+// example a replica read of every copy of a partition).
+func (c *Cluster) AdminSource() *pki.Source {
+	c.t.Helper()
+	files, err := c.ca.IssueToDir(filepath.Join(c.Dir, "certs"), "admin-test", pki.NodeSpec{
+		Identity: pki.Identity{Role: pki.RoleAdmin, NodeID: "admin-test"},
+		DNSNames: []string{"localhost"}, IPs: []net.IP{net.IPv4(127, 0, 0, 1)},
+	})
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	src, err := pki.NewSource(files)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return src
 }
 
 // Start builds the binaries, issues certificates, starts spec's processes in
@@ -117,11 +107,11 @@ func Start(t testing.TB, spec Spec) *Cluster {
 	}
 	bins := Build(t)
 	c := &Cluster{t: t, Dir: t.TempDir()}
-	t.Cleanup(c.KillAll)
 	ca, err := pki.NewCA("strata clustertest CA", 24*time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
+	c.ca = ca
 	certs := filepath.Join(c.Dir, "certs")
 	if err := ca.Save(certs); err != nil {
 		t.Fatal(err)
@@ -137,7 +127,7 @@ func Start(t testing.TB, spec Spec) *Cluster {
 		}
 		p := &Proc{Name: id, Role: role, NodeID: id, c: c,
 			bin: filepath.Join(bins, string(role)), DataDir: filepath.Join(c.Dir, id),
-			RPCAddr: freeAddr(t), HealthAddr: freeAddr(t), MetricsAddr: freeAddr(t)}
+			RPCAddr: looptest.FreeAddr(t), HealthAddr: looptest.FreeAddr(t), MetricsAddr: looptest.FreeAddr(t)}
 		p.env = []string{
 			"STRATA_NODE_ID=" + id,
 			"STRATA_DATA_DIR=" + p.DataDir,
@@ -146,9 +136,9 @@ func Start(t testing.TB, spec Spec) *Cluster {
 			"STRATA_TLS_CERT=" + files.Cert,
 			"STRATA_TLS_KEY=" + files.Key,
 			"STRATA_OPS_HOST=127.0.0.1",
-			"HEALTH_CHECK_PORT=" + port(p.HealthAddr),
+			"HEALTH_CHECK_PORT=" + looptest.Port(p.HealthAddr),
 			"ENABLE_EXPORTER=true",
-			"EXPORTER_PORT=" + port(p.MetricsAddr),
+			"EXPORTER_PORT=" + looptest.Port(p.MetricsAddr),
 			"STRATA_LOG_LEVEL=debug",
 		}
 		c.Procs = append(c.Procs, p)
@@ -157,7 +147,7 @@ func Start(t testing.TB, spec Spec) *Cluster {
 	var metads []*Proc
 	for i := 1; i <= spec.Metad; i++ {
 		p := add(pki.RoleMetad, i)
-		p.RaftAddr = freeAddr(t)
+		p.RaftAddr = looptest.FreeAddr(t)
 		metads = append(metads, p)
 	}
 	var rpcAddrs, voters []string
@@ -176,25 +166,43 @@ func Start(t testing.TB, spec Spec) *Cluster {
 	}
 	for i := 1; i <= spec.Gateways; i++ {
 		p := add(pki.RoleGateway, i)
-		p.ClientAddr = freeAddr(t)
+		p.ClientAddr = looptest.FreeAddr(t)
 		p.env = append(p.env, gatewayEnv(p)...)
 	}
 	for _, p := range c.Procs {
 		if p.Role != pki.RoleMetad {
 			p.env = append(p.env, "STRATA_METAD_ADDRS="+strings.Join(rpcAddrs, ","))
 		}
-	}
-	// metad voters start together (they elect a leader among themselves);
-	// the other roles start once metad is ready.
-	for _, role := range []pki.Role{pki.RoleMetad, pki.RolePartitiond, pki.RoleCoordinatord, pki.RoleGateway} {
-		for _, p := range c.ByRole(role) {
-			p.Start()
+		if spec.Partitiond >= 3 {
+			p.env = append(p.env, replicatedDefaults[p.Role]...)
 		}
-		for _, p := range c.ByRole(role) {
-			p.WaitReady(60 * time.Second)
-		}
+		p.env = append(p.env, spec.Env[p.Role]...)
 	}
+	c.StartAll()
 	return c
+}
+
+// StartAll starts every process (again, after KillAll) in dependency order:
+// the metad voters together (they elect a leader among themselves), then
+// each other role once the roles before it are ready.
+func (c *Cluster) StartAll() {
+	c.t.Helper()
+	for _, role := range []pki.Role{pki.RoleMetad, pki.RolePartitiond, pki.RoleCoordinatord, pki.RoleGateway} {
+		StartAndWait(c.ByRole(role)...)
+	}
+}
+
+// StartAndWait starts every one of procs, then waits until each answers
+// /ready (60 s at most each): processes that need each other, such as the
+// metad voters, come up together.
+func StartAndWait(procs ...*Proc) {
+	for _, p := range procs {
+		p.c.t.Helper()
+		p.Start()
+	}
+	for _, p := range procs {
+		p.WaitReady(60 * time.Second)
+	}
 }
 
 // ByRole returns the processes of one role in start order.
@@ -217,7 +225,27 @@ func (c *Cluster) GatewayAddrs() []string {
 	return out
 }
 
-// KillAll kills every running process (the harness's cleanup).
+// StopAll stops every process cleanly (SIGTERM) in reverse dependency
+// order, the way an orchestrator drains a deployment: gateways first, metad
+// last. Each role's processes stop together. A process that does not exit
+// by itself with status 0 fails the test.
+func (c *Cluster) StopAll() {
+	for _, role := range []pki.Role{pki.RoleGateway, pki.RoleCoordinatord, pki.RolePartitiond, pki.RoleMetad} {
+		var wg sync.WaitGroup
+		for _, p := range c.ByRole(role) {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if err := p.Stop(); err != nil {
+					c.t.Errorf("graceful stop: %v", err)
+				}
+			}()
+		}
+		wg.Wait()
+	}
+}
+
+// KillAll kills every running process (the harness's cleanup does it too).
 func (c *Cluster) KillAll() {
 	for _, p := range c.Procs {
 		p.Kill()
@@ -227,146 +255,80 @@ func (c *Cluster) KillAll() {
 // Start launches the process (again, after Kill) with its log appended to
 // <data dir>.log.
 func (p *Proc) Start() {
-	t := p.c.t
-	t.Helper()
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.cmd != nil {
-		t.Fatalf("%s already running", p.Name)
+	p.c.t.Helper()
+	if p.proc == nil {
+		p.proc = proctest.New(p.c.t, proctest.Spec{Name: p.Name, Path: p.bin, Args: p.args, Env: p.env,
+			HealthAddr: p.HealthAddr, LogPath: p.DataDir + ".log"})
 	}
-	logf, err := os.OpenFile(p.DataDir+".log", os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(p.bin, p.args...)
-	cmd.Env = append(os.Environ(), p.env...)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	// Own process group, and die with the test binary if it is killed.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		logf.Close()
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() { cmd.Wait(); logf.Close(); close(done) }()
-	p.cmd, p.done, p.log = cmd, done, logf
+	p.proc.Start()
 }
 
 // Kill sends SIGKILL (kill -9) and waits for the process to exit.
 func (p *Proc) Kill() {
-	p.mu.Lock()
-	cmd, done := p.cmd, p.done
-	p.cmd = nil
-	p.mu.Unlock()
-	if cmd == nil {
-		return
+	if p.proc != nil {
+		p.proc.Kill()
 	}
-	cmd.Process.Signal(syscall.SIGCONT) // a stopped process must be able to die
-	cmd.Process.Kill()
-	<-done
+}
+
+// Stop sends SIGTERM (a clean stop) and waits for the process to exit,
+// killing it after 30 s; the error says when it did not exit by itself
+// with status 0.
+func (p *Proc) Stop() error {
+	if p.proc == nil {
+		return nil
+	}
+	return p.proc.Stop(30 * time.Second)
+}
+
+// Pause stops the process with SIGSTOP (a hung node: its connections stay
+// open); Resume continues it.
+func (p *Proc) Pause() {
+	if p.proc != nil {
+		p.proc.Pause()
+	}
+}
+
+// Resume sends SIGCONT.
+func (p *Proc) Resume() {
+	if p.proc != nil {
+		p.proc.Resume()
+	}
 }
 
 // Restart kills the process and starts it again on the same data and ports.
 func (p *Proc) Restart() {
+	p.c.t.Helper()
 	p.Kill()
 	p.Start()
 }
 
-// Pause sends SIGSTOP; Resume sends SIGCONT.
-func (p *Proc) Pause()  { p.signal(syscall.SIGSTOP) }
-func (p *Proc) Resume() { p.signal(syscall.SIGCONT) }
-
-func (p *Proc) signal(s syscall.Signal) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.cmd != nil {
-		p.cmd.Process.Signal(s)
-	}
-}
-
 // WaitReady polls /ready until it answers 200 or the timeout passes; on
-// timeout the test fails with the process log's tail.
+// timeout, or when the process exits first, the test fails with the
+// process log's tail.
 func (p *Proc) WaitReady(timeout time.Duration) {
-	t := p.c.t
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	url := "http://" + p.HealthAddr + "/ready"
-	for {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-		resp, err := http.DefaultClient.Do(req)
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return
-			}
-		}
-		p.mu.Lock()
-		exited := p.cmd == nil
-		if !exited {
-			select {
-			case <-p.done:
-				exited = true
-			default:
-			}
-		}
-		p.mu.Unlock()
-		if exited || ctx.Err() != nil {
-			t.Fatalf("%s not ready (exited=%v): %v\n--- log tail ---\n%s", p.Name, exited, err, p.LogTail(4000))
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	p.c.t.Helper()
+	p.proc.WaitReady(timeout)
 }
+
+// LogPath returns the file the process's stdout and stderr go to
+// (appended across restarts); it is known once the process started.
+func (p *Proc) LogPath() string { return p.proc.LogPath() }
 
 // LogTail returns the last n bytes of the process log.
 func (p *Proc) LogTail(n int) string {
-	b, err := os.ReadFile(p.DataDir + ".log")
-	if err != nil {
-		return err.Error()
+	if p.proc == nil {
+		return "(never started)"
 	}
-	if len(b) > n {
-		b = b[len(b)-n:]
-	}
-	return string(b)
+	return p.proc.LogTail(n)
 }
 
-// freeAddr picks a free loopback port below the kernel's ephemeral range
-// (32768 and up here): port-0 binds and outgoing connections of other tests
-// take ephemeral ports, so they cannot grab the port between this check and
-// the process binding it. A port is handed out at most once per test
-// process: a cluster picks some 40 ports before any process binds them, and
-// random picks would otherwise collide (about 7 % of clusters).
-func freeAddr(t testing.TB) string {
-	portsMu.Lock()
-	defer portsMu.Unlock()
-	for i := 0; i < 500; i++ {
-		p := 20000 + rand.IntN(12000)
-		if portsGiven[p] {
-			continue
-		}
-		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p)))
-		if err != nil {
-			continue
-		}
-		l.Close()
-		portsGiven[p] = true
-		return l.Addr().String()
-	}
-	t.Fatal("no free loopback port in 20000-31999")
-	return ""
-}
-
-var (
-	portsMu    sync.Mutex
-	portsGiven = map[int]bool{}
-)
-
-func port(addr string) string {
-	_, p, _ := net.SplitHostPort(addr)
-	if _, err := strconv.Atoi(p); err != nil {
-		panic(addr)
-	}
-	return p
+// replicatedDefaults are the settings of a cluster with at least three
+// partition servers (as in compose and Kubernetes): replication factor 3,
+// __consumer_offsets included, and min ISR 2.
+var replicatedDefaults = map[pki.Role][]string{
+	pki.RoleMetad:        {"STRATA_METAD_DEFAULT_REPLICATION_FACTOR=3", "STRATA_METAD_MIN_INSYNC_REPLICAS=2"},
+	pki.RolePartitiond:   {"STRATA_PARTITIOND_MIN_INSYNC_REPLICAS=2"},
+	pki.RoleCoordinatord: {"STRATA_COORDINATORD_OFFSETS_REPLICATION_FACTOR=3"},
 }
 
 // metadEnv configures a metad voter of the static bootstrap.

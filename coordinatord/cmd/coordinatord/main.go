@@ -9,31 +9,32 @@ import (
 	"github.com/strataio/strata/libs/node"
 	"github.com/strataio/strata/libs/pki"
 
-	"github.com/strataio/strata/coordinatord/server"
+	"github.com/strataio/strata/coordinatord"
 )
 
 // config is the binary's configuration file: the common process settings at
 // the top level and the role settings under "coordinatord".
 type config struct {
 	node.Common  `yaml:",inline"`
-	Coordinatord server.Config `yaml:"coordinatord"`
+	Coordinatord coordinatord.Config `yaml:"coordinatord"`
 }
 
 func coordinatordBinary() node.Binary[config] {
 	return node.Binary[config]{
 		Name:  "coordinatord",
-		Role:  pki.RoleCoordinatord,
 		Usage: "coordinatord coordinates consumer groups and stores committed offsets in __consumer_offsets (internal gRPC, mTLS).",
 		Config: func() *config {
-			return &config{Common: node.DefaultCommon(9193), Coordinatord: server.DefaultConfig()}
+			return &config{Common: node.DefaultCommon(9193), Coordinatord: coordinatord.DefaultConfig()}
 		},
-		Common: func(c *config) *node.Common { return &c.Common },
-		Build: func(env *node.RoleEnv, c *config) (node.Role, error) {
-			cfg := c.Coordinatord
-			if len(cfg.MetadAddrs) == 0 {
-				cfg.MetadAddrs = c.MetadAddrs
-			}
-			return server.New(env, cfg)
+		Process: func(c *config) *node.ProcessConfig { return &c.ProcessConfig },
+		Modules: func(p *node.Process, c *config) ([]node.Module, error) {
+			return []node.Module{c.RoleModule(p, pki.RoleCoordinatord, func(env *node.RoleEnv) (node.Service, error) {
+				cfg := c.Coordinatord
+				if len(cfg.MetadAddrs) == 0 {
+					cfg.MetadAddrs = c.MetadAddrs
+				}
+				return coordinatord.New(env, cfg)
+			})}, nil
 		},
 	}
 }

@@ -3,82 +3,35 @@ package main
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
-	"os/exec"
 	"strconv"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
-
-	"github.com/strataio/strata/coordinatord/internal/fakemetad"
-	"github.com/strataio/strata/coordinatord/internal/fakepartition"
 	"github.com/strataio/strata/libs/errcode"
+	"github.com/strataio/strata/libs/fake/metadfake"
+	"github.com/strataio/strata/libs/fake/partitionfake"
+	"github.com/strataio/strata/libs/looptest"
 	"github.com/strataio/strata/libs/pki"
 	"github.com/strataio/strata/libs/pki/pkitest"
+	"github.com/strataio/strata/libs/proctest"
 	"github.com/strataio/strata/libs/rpc"
 	coordinatorv1 "github.com/strataio/strata/proto/strata/coordinator/v1"
 	metav1 "github.com/strataio/strata/proto/strata/meta/v1"
-	partitionv1 "github.com/strataio/strata/proto/strata/partition/v1"
 )
 
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
-
-func serveFake(t *testing.T, ca *pkitest.PKI, role pki.Role, id string, desc grpc.ServiceDesc, impl any) string {
-	t.Helper()
-	pol := rpc.Policy{}
-	for _, m := range desc.Methods {
-		pol["/"+desc.ServiceName+"/"+m.MethodName] = []pki.Role{pki.RoleCoordinatord}
-	}
-	for _, s := range desc.Streams {
-		pol["/"+desc.ServiceName+"/"+s.StreamName] = []pki.Role{pki.RoleCoordinatord}
-	}
-	srv, err := rpc.NewServer(rpc.ServerOptions{Source: ca.Source(t, role, id), Policy: pol})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv.RegisterService(&desc, impl)
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go srv.Serve(lis)
-	t.Cleanup(srv.Stop)
-	return lis.Addr().String()
-}
-
-// startChild runs this test binary as the coordinatord binary.
-func startChild(t *testing.T, ca *pkitest.PKI, metaAddr, rpcAddr string) *exec.Cmd {
+// startChild runs this test binary as the coordinatord binary with a fresh
+// data directory.
+func startChild(t *testing.T, ca *pkitest.PKI, metaAddr, rpcAddr string) *proctest.Proc {
 	t.Helper()
 	f := ca.Files(t, pki.RoleCoordinatord, "c1")
-	cmd := exec.Command(os.Args[0], "--node-id", "c1", "--data-dir", t.TempDir(), "--rpc-listen", rpcAddr,
-		"--tls.ca", f.CA, "--tls.cert", f.Cert, "--tls.key", f.Key, "--metad-addrs", metaAddr,
-		"--health-check-port", strconv.Itoa(freePort(t)), "--enable-exporter=false", "--log.level", "warn",
-		"--coordinatord.session-timeout", "60s")
-	cmd.Env = append(os.Environ(), childEnv+"=1")
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	return cmd
-}
-
-func freePort(t *testing.T) int {
-	_, p, _ := net.SplitHostPort(freeAddr(t))
-	n, _ := strconv.Atoi(p)
-	return n
+	return proctest.Start(t, proctest.Spec{Name: "coordinatord", Path: os.Args[0], Env: []string{childEnv + "=1"},
+		Args: []string{"--node-id", "c1", "--data-dir", t.TempDir(), "--rpc-listen", rpcAddr,
+			"--tls.ca", f.CA, "--tls.cert", f.Cert, "--tls.key", f.Key, "--metad-addrs", metaAddr,
+			"--ops-host", "127.0.0.1", "--health-check-port", strconv.Itoa(looptest.FreePort(t)), "--enable-exporter=false",
+			"--log.level", "warn", "--coordinatord.session-timeout", "60s"}})
 }
 
 // TestKill9DuringCommitsKeepsAcknowledgedOffsets commits continuously to
@@ -90,17 +43,12 @@ func TestKill9DuringCommitsKeepsAcknowledgedOffsets(t *testing.T) {
 		t.Skip("process test")
 	}
 	ca := pkitest.New(t)
-	part := fakepartition.New()
-	partAddr := serveFake(t, ca, pki.RolePartitiond, "p1", partitionv1.PartitionService_ServiceDesc, part)
-	meta := fakemetad.New("p1", partAddr)
-	meta.PutTopic("t", 1, 0)
-	metaAddr := serveFake(t, ca, pki.RoleMetad, "m1", metav1.MetadataService_ServiceDesc, meta)
-	rpcAddr := freeAddr(t)
-	child := startChild(t, ca, metaAddr, rpcAddr)
-	defer func() {
-		child.Process.Kill()
-		child.Wait()
-	}()
+	part := partitionfake.Start(t, ca, partitionfake.Options{})
+	meta := metadfake.Start(t, ca, metadfake.Options{})
+	meta.PutNode(&metav1.Node{Id: "p1", Role: metav1.NodeRole_NODE_ROLE_PARTITIOND, RpcAddress: part.Addr, Live: true})
+	meta.PutTopic(metadfake.NewTopic("t", 1, 0, "p1", "p1"))
+	rpcAddr := looptest.FreeAddr(t)
+	child := startChild(t, ca, meta.Addr, rpcAddr)
 	conn, err := rpc.Dial(rpcAddr, rpc.ClientOptions{Source: ca.Source(t, pki.RoleGateway, "g1"), ServerRoles: []pki.Role{pki.RoleCoordinatord}})
 	if err != nil {
 		t.Fatal(err)
@@ -167,10 +115,7 @@ func TestKill9DuringCommitsKeepsAcknowledgedOffsets(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	time.Sleep(200 * time.Millisecond)
-	if err := child.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	child.Wait()
+	child.Kill()
 	close(stop)
 	wg.Wait()
 	for i := range acked {
@@ -178,7 +123,7 @@ func TestKill9DuringCommitsKeepsAcknowledgedOffsets(t *testing.T) {
 			t.Fatalf("group k%d got no commit acknowledged before the kill", i)
 		}
 	}
-	child = startChild(t, ca, metaAddr, rpcAddr)
+	startChild(t, ca, meta.Addr, rpcAddr)
 	total := uint64(0)
 	for i := range groupsN {
 		g := fmt.Sprintf("k%d", i)

@@ -500,3 +500,28 @@ func (g *Group) CheckReset(topic string, entries []wire.PartitionOffset, raw str
 	}
 	return out, nil
 }
+
+// CheckTxnOffsets checks offsets a transaction stages (SEND_OFFSETS_TO_TXN,
+// and again before its commit) as BATCH_COMMIT would — member,
+// generation, the topic, the entries, partition ownership — and returns the
+// parsed entries. Nothing is written: the offsets are committed once the
+// transaction commits (CommitTxnOffsets).
+func (g *Group) CheckTxnOffsets(topic, member string, gen *uint64, entries []wire.PartitionOffset, raw string) ([]wire.PartitionOffset, error) {
+	if err := g.checkFence("SEND_OFFSETS_TO_TXN", member, gen); err != nil {
+		return nil, err
+	}
+	topic, err := g.commitTopic(topic)
+	if err != nil {
+		return nil, err
+	}
+	if entries, err = g.offsetEntries(topic, entries, raw); err != nil {
+		return nil, err
+	}
+	for _, e := range entries {
+		tp := TP{Topic: topic, Partition: e.Partition}
+		if !slices.Contains(g.Members[member].Assigned, tp) {
+			return nil, g.notOwner(tp, member)
+		}
+	}
+	return entries, nil
+}

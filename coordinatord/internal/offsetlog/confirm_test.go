@@ -9,9 +9,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/strataio/strata/coordinatord/internal/fakepartition"
 	"github.com/strataio/strata/coordinatord/internal/group"
 	"github.com/strataio/strata/libs/errcode"
+	"github.com/strataio/strata/libs/fake/fakerpc"
+	"github.com/strataio/strata/libs/fake/partitionfake"
 )
 
 func TestConfirmFailsOnceANewerOwnerTookOver(t *testing.T) {
@@ -46,26 +47,26 @@ func TestConfirmProvesOwnershipWhenItsEndIsUnknown(t *testing.T) {
 	cases := []struct {
 		name string
 		// unknown leaves l (epoch 5) with an unknown end.
-		unknown func(t *testing.T, l *Log, fake *fakepartition.Server, c Client) *Log
+		unknown func(t *testing.T, l *Log, fake *partitionfake.Server, c Client) *Log
 	}{
-		{"append outcome unknown", func(t *testing.T, l *Log, fake *fakepartition.Server, c Client) *Log {
-			fake.LoseNextAnswers(1 << 20)
+		{"append outcome unknown", func(t *testing.T, l *Log, fake *partitionfake.Server, c Client) *Log {
+			answer := loseAnswers(fake)
 			short, cancel := context.WithTimeout(ctxT(t), 100*time.Millisecond)
 			defer cancel()
 			if err := l.Append(short, []Value{Offset("g", 1, tp("t", 0), 7)}); err == nil {
 				t.Fatal("lost answers must fail the append")
 			}
-			fake.LoseNextAnswers(0)
+			answer()
 			return l
 		}},
-		{"marker answered as a duplicate", func(t *testing.T, l *Log, fake *fakepartition.Server, c Client) *Log {
-			fake.LoseNextAnswers(1 << 20)
+		{"marker answered as a duplicate", func(t *testing.T, l *Log, fake *partitionfake.Server, c Client) *Log {
+			answer := loseAnswers(fake)
 			short, cancel := context.WithTimeout(ctxT(t), 100*time.Millisecond)
 			defer cancel()
 			if _, _, err := Takeover(short, c, opts(6)); err == nil {
 				t.Fatal("lost answers must fail the takeover")
 			}
-			fake.LoseNextAnswers(0)
+			answer()
 			l2, _, err := Takeover(ctxT(t), c, opts(6))
 			if err != nil {
 				t.Fatal(err)
@@ -105,23 +106,11 @@ func TestConfirmProvesOwnershipWhenItsEndIsUnknown(t *testing.T) {
 func TestConcurrentConfirmsShareRounds(t *testing.T) {
 	fake, c := startFake(t)
 	l, _ := mustTakeover(t, c, 1)
-	fake.DelayListOffsets(20 * time.Millisecond)
-	before := fake.ListOffsetsCalls()
+	fake.On("ListOffsets", 0, fakerpc.DelayAnswer(20*time.Millisecond))
+	before := fake.Calls("ListOffsets")
 	const n = 64
-	var wg sync.WaitGroup
-	errs := make([]error, n)
-	for i := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			errs[i] = l.Confirm(ctxT(t))
-		}()
-	}
-	wg.Wait()
-	for _, err := range errs {
-		must(t, err)
-	}
-	if got := fake.ListOffsetsCalls() - before; got > n/4 {
+	mustAllSucceed(t, n, func(int) error { return l.Confirm(ctxT(t)) })
+	if got := fake.Calls("ListOffsets") - before; got > n/4 {
 		t.Fatalf("%d ListOffsets calls for %d concurrent confirmations: not coalesced", got, n)
 	}
 }
@@ -162,7 +151,7 @@ func TestConfirmRoundsNeverAnswerFromAnEarlierRound(t *testing.T) {
 func TestConfirmGivesUpWithTheCallersContext(t *testing.T) {
 	fake, c := startFake(t)
 	l, _ := mustTakeover(t, c, 1)
-	fake.DelayListOffsets(300 * time.Millisecond)
+	undelay := fake.On("ListOffsets", 0, fakerpc.DelayAnswer(300*time.Millisecond))
 	// One caller holds the round; a second caller with a short deadline
 	// waits for the next round and gives up in time.
 	go func() { _ = l.Confirm(context.Background()) }()
@@ -178,6 +167,6 @@ func TestConfirmGivesUpWithTheCallersContext(t *testing.T) {
 		t.Fatalf("gave up after %v", time.Since(start))
 	}
 	// Let the background rounds finish before the leak check.
-	fake.DelayListOffsets(0)
+	undelay()
 	must(t, l.Confirm(ctxT(t)))
 }

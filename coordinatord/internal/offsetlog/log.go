@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/strataio/strata/libs/errcode"
+	"github.com/strataio/strata/libs/pace"
 	partitionv1 "github.com/strataio/strata/proto/strata/partition/v1"
 )
 
@@ -200,7 +201,7 @@ func (l *Log) appendLocked(ctx context.Context, vals []Value) (last uint64, dupl
 // send appends one record set with sequence numbers l.next.. and advances
 // l.next when it is stored. Caller holds l.mu.
 func (l *Log) send(ctx context.Context, set []byte, n uint64) (last uint64, duplicate bool, err error) {
-	backoff := 20 * time.Millisecond
+	backoff := pace.Backoff{Initial: 20 * time.Millisecond, Max: time.Second}
 	resetOnce := false
 	for {
 		req := &partitionv1.AppendRequest{
@@ -240,16 +241,11 @@ func (l *Log) send(ctx context.Context, set []byte, n uint64) (last uint64, dupl
 			l.next = 1
 			continue
 		case e.Retryable:
-			t := time.NewTimer(backoff)
-			select {
-			case <-ctx.Done():
-				t.Stop()
+			if !backoff.Wait(ctx) {
 				l.pending, l.pendingN = set, n
 				l.end.Store(0)
 				return 0, false, errcode.CoordinatorNotAvailable.New("offsets append did not complete: "+e.Error(), "reason", "append_unknown")
-			case <-t.C:
 			}
-			backoff = min(backoff*2, time.Second)
 		default:
 			return 0, false, e
 		}
@@ -265,7 +261,7 @@ const noMarkerOffset = ^uint64(0)
 func (l *Log) replay(ctx context.Context, until uint64) (*Replayed, error) {
 	r := newReplayer()
 	var at uint64
-	backoff := 10 * time.Millisecond
+	backoff := pace.Backoff{Initial: 10 * time.Millisecond, Max: time.Second}
 	first := true
 	for until == noMarkerOffset || at <= until {
 		resp, err := l.c.Fetch(ctx, &partitionv1.FetchRequest{Topic: l.o.Topic, Partition: l.o.Partition, Offset: at,
@@ -283,10 +279,9 @@ func (l *Log) replay(ctx context.Context, until uint64) (*Replayed, error) {
 			if !e.Retryable || ctx.Err() != nil {
 				return nil, e
 			}
-			if err := sleep(ctx, backoff); err != nil {
-				return nil, err
+			if !backoff.Wait(ctx) {
+				return nil, replayInterrupted(ctx)
 			}
-			backoff = min(backoff*2, time.Second)
 			continue
 		}
 		if first && until == noMarkerOffset {
@@ -316,10 +311,9 @@ func (l *Log) replay(ctx context.Context, until uint64) (*Replayed, error) {
 				next = resp.GetLogStartOffset()
 			} else {
 				// Nothing visible yet (the marker's HWM still advancing).
-				if err := sleep(ctx, backoff); err != nil {
-					return nil, err
+				if !backoff.Wait(ctx) {
+					return nil, replayInterrupted(ctx)
 				}
-				backoff = min(backoff*2, time.Second)
 				continue
 			}
 		}
@@ -328,13 +322,6 @@ func (l *Log) replay(ctx context.Context, until uint64) (*Replayed, error) {
 	return r.result(), nil
 }
 
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return errcode.CoordinatorNotAvailable.New("offsets replay interrupted: " + ctx.Err().Error())
-	case <-t.C:
-		return nil
-	}
+func replayInterrupted(ctx context.Context) error {
+	return errcode.CoordinatorNotAvailable.New("offsets replay interrupted: " + ctx.Err().Error())
 }

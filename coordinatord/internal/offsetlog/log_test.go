@@ -3,19 +3,19 @@ package offsetlog
 import (
 	"context"
 	"fmt"
-	"net"
 	"sync"
 	"testing"
 	"time"
 
 	"go.uber.org/goleak"
 
-	"github.com/strataio/strata/coordinatord/internal/fakepartition"
 	"github.com/strataio/strata/coordinatord/internal/group"
 	"github.com/strataio/strata/libs/errcode"
+	"github.com/strataio/strata/libs/fake/fakerpc"
+	"github.com/strataio/strata/libs/fake/partitionfake"
+	"github.com/strataio/strata/libs/looptest"
 	"github.com/strataio/strata/libs/pki"
 	"github.com/strataio/strata/libs/pki/pkitest"
-	"github.com/strataio/strata/libs/rpc"
 	partitionv1 "github.com/strataio/strata/proto/strata/partition/v1"
 )
 
@@ -40,42 +40,24 @@ func (g grpcClient) ListOffsets(ctx context.Context, r *partitionv1.ListOffsetsR
 
 // startFake serves a fake PartitionService over mTLS on loopback and returns
 // a coordinatord-identity client to it.
-func startFake(t *testing.T) (*fakepartition.Server, Client) {
+func startFake(t *testing.T) (*partitionfake.Server, Client) {
 	t.Helper()
-	ca := pkitest.New(t)
-	svc := "/" + partitionv1.PartitionService_ServiceDesc.ServiceName + "/"
-	pol := rpc.Policy{}
-	for _, m := range []string{"Append", "Fetch", "ListOffsets", "Produce"} {
-		pol[svc+m] = []pki.Role{pki.RoleCoordinatord}
-	}
-	srv, err := rpc.NewServer(rpc.ServerOptions{Source: ca.Source(t, pki.RolePartitiond, "p1"), Policy: pol})
-	if err != nil {
-		t.Fatal(err)
-	}
-	fake := fakepartition.New()
-	partitionv1.RegisterPartitionServiceServer(srv, fake)
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go srv.Serve(lis)
-	conn, err := rpc.Dial(lis.Addr().String(), rpc.ClientOptions{Source: ca.Source(t, pki.RoleCoordinatord, "c1"),
-		ServerRoles: []pki.Role{pki.RolePartitiond}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		conn.Close()
-		srv.Stop()
-	})
-	return fake, grpcClient{partitionv1.NewPartitionServiceClient(conn)}
+	fake := partitionfake.Start(t, pkitest.New(t), partitionfake.Options{Callers: []pki.Role{pki.RoleCoordinatord}})
+	return fake, grpcClient{partitionv1.NewPartitionServiceClient(fake.Dial(t, pki.RoleCoordinatord))}
 }
 
-func ctxT(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	t.Cleanup(cancel)
-	return ctx
+// loseAnswers makes every append take effect but answer a timeout, as when
+// the answers are lost, until the returned func is called.
+func loseAnswers(fake *partitionfake.Server) (stop func()) {
+	return fake.On("Append", 0, fakerpc.LoseAnswer(errcode.RequestTimeout.New("injected lost answer")))
 }
+
+// failAppends makes the next n appends fail (retryable) storing nothing.
+func failAppends(fake *partitionfake.Server, n int) {
+	fake.On("Append", n, fakerpc.Fail(errcode.ReplicationUnavailable.New("injected failure")))
+}
+
+func ctxT(t *testing.T) context.Context { return looptest.Context(t, 10*time.Second) }
 
 func opts(epoch int64) Options {
 	return Options{Topic: topic, Partition: 3, Epoch: epoch, Node: "c1"}
@@ -173,7 +155,7 @@ func TestDeleteAndRecreateOrphansOldOffsets(t *testing.T) {
 func TestRetriedAppendIsStoredOnce(t *testing.T) {
 	fake, c := startFake(t)
 	l, _ := mustTakeover(t, c, 1)
-	fake.FailNextAppends(2)
+	failAppends(fake, 2)
 	before := fake.Len(topic, 3)
 	must(t, l.Append(ctxT(t), []Value{Offset("g", 1, tp("t", 0), 1)}))
 	if got := fake.Len(topic, 3) - before; got != 1 {
@@ -224,6 +206,25 @@ func TestKeysAreUnambiguous(t *testing.T) {
 	}
 }
 
+// mustAllSucceed runs call(0..n-1) at once, each in its own goroutine, and
+// fails t unless every call succeeded.
+func mustAllSucceed(t *testing.T, n int, call func(i int) error) {
+	t.Helper()
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = call(i)
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		must(t, err)
+	}
+}
+
 func must(t *testing.T, err error) {
 	t.Helper()
 	if err != nil {
@@ -239,14 +240,14 @@ func TestLostMarkerAnswerStillTakesOver(t *testing.T) {
 	g := group.New("g", group.Selector{Topic: "t"}, []group.TP{tp("t", 0)}, 1)
 	must(t, l.Append(ctxT(t), []Value{Registration(g), Offset("g", 1, tp("t", 0), 3)}))
 	// A takeover attempt whose marker is stored but whose answer is lost.
-	fake.LoseNextAnswers(1 << 20)
+	answer := loseAnswers(fake)
 	short, cancel := context.WithTimeout(ctxT(t), 100*time.Millisecond)
 	_, _, err := Takeover(short, c, opts(6))
 	cancel()
 	if err == nil {
 		t.Fatal("the lost answer must fail the attempt")
 	}
-	fake.LoseNextAnswers(0)
+	answer()
 	// The retry with the same epoch sees its own marker as a duplicate and
 	// still replays everything.
 	l2, rep, err := Takeover(ctxT(t), c, opts(6))
@@ -274,14 +275,14 @@ func TestUnknownOutcomeKeepsItsSequenceNumbers(t *testing.T) {
 	g := group.New("g", group.Selector{Topic: "t"}, []group.TP{tp("t", 0), tp("t", 1)}, 1)
 	must(t, l.Append(ctx, []Value{Registration(g)}))
 	// A is stored but every answer is lost until the caller gives up.
-	fake.LoseNextAnswers(1 << 20)
+	answer := loseAnswers(fake)
 	short, cancel := context.WithTimeout(ctx, 150*time.Millisecond)
 	err := l.Append(short, []Value{Offset("g", 1, tp("t", 0), 5)})
 	cancel()
 	if e := errcode.From(err); err == nil || e.Field("reason") != "append_unknown" || !e.Retryable {
 		t.Fatalf("want a retryable unknown outcome, got %v", err)
 	}
-	fake.LoseNextAnswers(0)
+	answer()
 	// B must not reuse A's sequence numbers (it would be taken for a
 	// duplicate of A and dropped).
 	must(t, l.Append(ctx, []Value{Offset("g", 1, tp("t", 1), 7)}))
@@ -307,20 +308,10 @@ func TestConcurrentAppendsAreCoalesced(t *testing.T) {
 	must(t, l.Append(ctx, regs))
 	before := fake.Appends()
 	// Stall the first flush so the others queue up behind it.
-	fake.FailNextAppends(3)
-	var wg sync.WaitGroup
-	errs := make([]error, n)
-	for i := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			errs[i] = l.Append(ctx, []Value{Offset(fmt.Sprintf("g%d", i), 1, tp("t", 0), uint64(i+1))})
-		}()
-	}
-	wg.Wait()
-	for _, err := range errs {
-		must(t, err)
-	}
+	failAppends(fake, 3)
+	mustAllSucceed(t, n, func(i int) error {
+		return l.Append(ctx, []Value{Offset(fmt.Sprintf("g%d", i), 1, tp("t", 0), uint64(i+1))})
+	})
 	if got := fake.Appends() - before; got >= n/2 {
 		t.Fatalf("%d appends for %d concurrent commits: not coalesced", got, n)
 	}

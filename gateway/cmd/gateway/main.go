@@ -6,7 +6,7 @@ import (
 	"io"
 	"os"
 
-	"github.com/strataio/strata/gateway/server"
+	"github.com/strataio/strata/gateway"
 	"github.com/strataio/strata/libs/node"
 	"github.com/strataio/strata/libs/pki"
 )
@@ -15,7 +15,7 @@ import (
 // the top level and the role settings under `gateway:`.
 type config struct {
 	node.Common `yaml:",inline"`
-	Gateway     server.Config `yaml:"gateway"`
+	Gateway     gateway.Config `yaml:"gateway"`
 }
 
 func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
@@ -24,18 +24,19 @@ func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
 func run(args []string, stdout, stderr io.Writer) int {
 	return node.Main(node.Binary[config]{
 		Name:  "gateway",
-		Role:  pki.RoleGateway,
 		Usage: "Strata gateway: serves Wire v2 clients and routes commands to metad, partitiond and coordinatord over mTLS gRPC.",
 		Config: func() *config {
-			return &config{Common: node.DefaultCommon(9194), Gateway: server.DefaultConfig()}
+			return &config{Common: node.DefaultCommon(9194), Gateway: gateway.DefaultConfig()}
 		},
-		Common: func(c *config) *node.Common { return &c.Common },
-		Build: func(env *node.RoleEnv, c *config) (node.Role, error) {
-			cfg := c.Gateway
-			if len(cfg.MetadAddrs) == 0 {
-				cfg.MetadAddrs = c.Common.MetadAddrs
-			}
-			return server.New(env, cfg)
+		Process: func(c *config) *node.ProcessConfig { return &c.ProcessConfig },
+		Modules: func(p *node.Process, c *config) ([]node.Module, error) {
+			return []node.Module{c.RoleModule(p, pki.RoleGateway, func(env *node.RoleEnv) (node.Service, error) {
+				cfg := c.Gateway
+				if len(cfg.MetadAddrs) == 0 {
+					cfg.MetadAddrs = c.MetadAddrs
+				}
+				return gateway.New(env, cfg)
+			})}, nil
 		},
 	}, args, stdout, stderr)
 }

@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/strataio/strata/libs/errcode"
+	"github.com/strataio/strata/libs/placement"
 	"github.com/strataio/strata/libs/wire"
 )
 
@@ -390,15 +391,33 @@ func (b *Broker) command(cmd wire.Command, r *wire.Request) (string, *errcode.Er
 				continue
 			}
 			n := len(p)
-			ents = append(ents, fmt.Sprintf("P%d:earliest=0:latest=%d:leo=%d:hwm=%d", i, n, n, n))
+			ent := fmt.Sprintf("P%d:earliest=0:latest=%d:leo=%d:hwm=%d", i, n, n, n)
+			if v, ok := r.Get("timestamp"); ok {
+				// Strata's extension: the first record at or after the
+				// time (the fake scans; partitiond uses its time index).
+				ts, err := strconv.ParseInt(v, 10, 64)
+				if err != nil {
+					return "", errcode.InvalidParameter.New("timestamp must be unix milliseconds", "param", "timestamp")
+				}
+				at := sort.Search(n, func(k int) bool { return p[k].Timestamp >= ts })
+				ent += fmt.Sprintf(":time=%d", at)
+			}
+			ents = append(ents, ent)
 		}
 		if len(ents) == 0 {
 			return "", errcode.PartitionNotFound.New("no such partition", "topic", t.name, "partition", r.Value("partition"))
 		}
 		return fmt.Sprintf("OK topic=%s partitions=%d offsets=%s", t.name, len(t.parts), join(ents)), nil
 	case wire.CmdClusterStatus:
-		return fmt.Sprintf(`OK cluster={"fake":true,"brokers":[{"id":"fake-0","addr":%q,"active":true}],"topics":%d,"leaderless_partitions":0,"under_replicated_partitions":0}`,
-			b.ln.Addr().String(), len(b.topics)), nil
+		// Strata's document shape (docs/gateway.md), partitions left out.
+		a := b.ln.Addr().String()
+		return fmt.Sprintf(`OK cluster={"fake":true,"brokers":{"active":[{"id":"fake-0","role":"gateway","rpc_address":%q,"client_address":%q}],"inactive":[]},`+
+			`"raft_leader":{"id":"fake-0","address":%q},"raft_servers":[{"id":"fake-0","address":%q,"suffrage":"voter"}],"partitions":[],`+
+			`"leaderless_partitions":0,"under_replicated_partitions":0,"topics":{"application":%d,"internal":0},"internal_shown":false,"revision":1}`,
+			a, a, a, a, len(b.topics)), nil
+	case wire.CmdListCluster:
+		return fmt.Sprintf(`OK count=1 brokers=[{"id":"fake-0","role":"gateway","rpc_address":%q,"client_address":%q,"live":true}]`,
+			b.ln.Addr().String(), b.ln.Addr().String()), nil
 	case wire.CmdFindCoordinator:
 		host, port, _ := net.SplitHostPort(b.ln.Addr().String())
 		return "OK coordinator_id=fake-0 host=" + host + " port=" + port, nil
@@ -407,7 +426,7 @@ func (b *Broker) command(cmd wire.Command, r *wire.Request) (string, *errcode.Er
 		wire.CmdDeleteGroup, wire.CmdResetOffsets:
 		return b.groupCommand(cmd, r)
 	case wire.CmdHelp:
-		return "OK commands=CREATE,DELETE,LIST,DESCRIBE,METADATA,LIST_OFFSETS,CLUSTER_STATUS,PUBLISH,CONSUME,STREAM,JOIN_GROUP,SYNC_GROUP,HEARTBEAT,LEAVE_GROUP,COMMIT_OFFSET,BATCH_COMMIT,FETCH_OFFSET,GROUP_STATUS,LIST_GROUPS,FIND_COORDINATOR,DELETE_GROUP,RESET_OFFSETS", nil
+		return "OK commands=CREATE,DELETE,LIST,DESCRIBE,METADATA,LIST_OFFSETS,LIST_CLUSTER,CLUSTER_STATUS,PUBLISH,CONSUME,STREAM,JOIN_GROUP,SYNC_GROUP,HEARTBEAT,LEAVE_GROUP,COMMIT_OFFSET,BATCH_COMMIT,FETCH_OFFSET,GROUP_STATUS,LIST_GROUPS,FIND_COORDINATOR,DELETE_GROUP,RESET_OFFSETS", nil
 	case wire.CmdExit:
 		return "OK", nil
 	}
@@ -649,9 +668,8 @@ func (b *Broker) startOffset(r *wire.Request, off uint64) uint64 {
 	if g == "" {
 		g = "default-group"
 	}
-	if v, ok := b.offsets[offKey(r.Value("topic"), g, int32(p))]; ok && v > off {
-		return v
-	}
+	v, ok := b.offsets[offKey(r.Value("topic"), g, int32(p))]
+	off, _ = placement.Start{Committed: v, HasCommitted: ok, Requested: off, HasRequested: true}.Offset()
 	return off
 }
 

@@ -8,29 +8,30 @@ import (
 
 	"github.com/strataio/strata/libs/node"
 	"github.com/strataio/strata/libs/pki"
-	"github.com/strataio/strata/metad/server"
+	"github.com/strataio/strata/metad"
 )
 
 // config is the metad binary's configuration file: the common process
 // settings at the top level and metad's own under `metad:`.
 type config struct {
 	node.Common `yaml:",inline"`
-	Metad       server.Config `yaml:"metad"`
+	Metad       metad.Config `yaml:"metad"`
 }
 
 func main() {
 	os.Exit(node.Main(node.Binary[config]{
 		Name: "metad",
-		Role: pki.RoleMetad,
 		Usage: "metad is the Raft metadata service: topics, nodes, placement, leaders, ISR.\n" +
 			"Distributed: give every metad the same --metad.voters id=host:port list (Raft addresses).\n" +
 			"With no voters a new data directory bootstraps a single-voter cluster.",
 		Config: func() *config {
-			return &config{Common: node.DefaultCommon(9190), Metad: server.DefaultConfig()}
+			return &config{Common: node.DefaultCommon(9190), Metad: metad.DefaultConfig()}
 		},
-		Common: func(c *config) *node.Common { return &c.Common },
-		Build: func(env *node.RoleEnv, c *config) (node.Role, error) {
-			return server.New(env, c.Metad)
+		Process: func(c *config) *node.ProcessConfig { return &c.ProcessConfig },
+		Modules: func(p *node.Process, c *config) ([]node.Module, error) {
+			return []node.Module{c.RoleModule(p, pki.RoleMetad, func(env *node.RoleEnv) (node.Service, error) {
+				return metad.New(env, c.Metad)
+			})}, nil
 		},
 	}, os.Args[1:], os.Stdout, os.Stderr))
 }

@@ -1,16 +1,13 @@
 package main
 
 import (
-	"os"
 	"testing"
 
 	"go.uber.org/goleak"
+
+	"github.com/strataio/strata/libs/proctest"
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m, goleak.Cleanup(func(int) {
-		if binDir != "" {
-			_ = os.RemoveAll(binDir)
-		}
-	}))
+	goleak.VerifyTestMain(m, goleak.Cleanup(func(int) { proctest.RemoveBuilds() }))
 }

@@ -4,187 +4,41 @@ import (
 	"bufio"
 	"context"
 	"fmt"
-	"math/rand/v2"
-	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/strataio/strata/libs/looptest"
 	"github.com/strataio/strata/libs/metaclient"
 	"github.com/strataio/strata/libs/pki"
 	"github.com/strataio/strata/libs/pki/pkitest"
+	"github.com/strataio/strata/libs/proctest"
 	"github.com/strataio/strata/libs/rpc"
 	metav1 "github.com/strataio/strata/proto/strata/meta/v1"
 )
 
-// The metad binary is built once per test run (tests share it; the second
-// build would only relink, but that still costs seconds on a busy machine).
-var (
-	binOnce sync.Once
-	binDir  string
-	binPath string
-	binErr  error
-)
-
-func metadBinary(t *testing.T) string {
-	t.Helper()
-	binOnce.Do(func() {
-		binDir, binErr = os.MkdirTemp("", "metad-bin-")
-		if binErr != nil {
-			return
-		}
-		binPath = filepath.Join(binDir, "metad")
-		build := exec.Command("go", "build", "-o", binPath, ".")
-		build.Env = append(os.Environ(), "GOTOOLCHAIN=local")
-		if out, err := build.CombinedOutput(); err != nil {
-			binErr = fmt.Errorf("build: %v\n%s", err, out)
-		}
-	})
-	if binErr != nil {
-		t.Fatal(binErr)
-	}
-	return binPath
-}
-
-// freePort reserves a loopback port number for a child process (the
-// processes need fixed addresses: the voter list names them up front, and a
-// killed node restarts on its own). The port is released before the child
-// binds it, so it is taken below the kernel's ephemeral range: there no
-// outgoing connection (ours or another test's on this machine) is given it
-// in between, which happens with ports from ":0". The band 10000-19999 is
-// disjoint from strata/clustertest's 20000-31999, so the two packages'
-// tests, which go test runs concurrently, never pick the same port.
-func freePort(t *testing.T) int {
-	t.Helper()
-	portMu.Lock()
-	defer portMu.Unlock()
-	high := min(20000, ephemeralLow())
-	for range 1000 {
-		port := 10000 + rand.N(high-10000)
-		if portsTaken[port] {
-			continue
-		}
-		ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
-		if err != nil {
-			continue
-		}
-		ln.Close()
-		portsTaken[port] = true
-		return port
-	}
-	t.Fatal("no free loopback port below the ephemeral range")
-	return 0
-}
-
-var (
-	portMu     sync.Mutex
-	portsTaken = map[int]bool{}
-)
-
-// ephemeralLow is the first port of the kernel's ephemeral range (Linux;
-// 32768 when unknown).
-func ephemeralLow() int {
-	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
-	if err != nil {
-		return 32768
-	}
-	f := strings.Fields(string(b))
-	if len(f) == 0 {
-		return 32768
-	}
-	if n, err := strconv.Atoi(f[0]); err == nil && n > 21000 {
-		return n
-	}
-	return 32768
-}
-
+// proc is one metad process and its addresses.
 type proc struct {
-	id         string
-	args       []string
-	rpc        string
-	health     string
-	metrics    string
-	cmd        *exec.Cmd
-	exited     chan struct{}
-	logs       *os.File
-	logPath    string
-	binaryPath string
-}
-
-func (p *proc) start(t *testing.T) {
-	t.Helper()
-	cmd := exec.Command(p.binaryPath, p.args...)
-	cmd.Stdout, cmd.Stderr = p.logs, p.logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	p.cmd = cmd
-	p.exited = make(chan struct{})
-	go func() {
-		_ = cmd.Wait()
-		close(p.exited)
-	}()
-}
-
-// signal sends sig and waits for the process to exit (SIGKILL after 15 s).
-func (p *proc) signal(sig syscall.Signal) {
-	if p.cmd == nil {
-		return
-	}
-	_ = p.cmd.Process.Signal(sig)
-	select {
-	case <-p.exited:
-	case <-time.After(15 * time.Second):
-		_ = p.cmd.Process.Kill()
-		<-p.exited
-	}
-	p.cmd = nil
+	*proctest.Proc
+	id      string
+	rpc     string
+	metrics string
 }
 
 // waitReady waits for /ready of each process; a process that exits
 // meanwhile fails the test at once with the end of its log.
-func waitReady(t *testing.T, ps ...*proc) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
+func waitReady(ps ...*proc) {
 	for _, p := range ps {
-		for {
-			resp, err := http.Get("http://" + p.health + "/ready")
-			if err == nil {
-				resp.Body.Close()
-				if resp.StatusCode == http.StatusOK {
-					break
-				}
-			}
-			select {
-			case <-p.exited:
-				t.Fatalf("%s exited while starting:\n%s", p.id, p.logTail())
-			default:
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s never became ready (%v):\n%s", p.id, err, p.logTail())
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
+		p.WaitReady(30 * time.Second)
 	}
-}
-
-// logTail is the last 2 KiB of the process's log.
-func (p *proc) logTail() string {
-	b, _ := os.ReadFile(p.logPath)
-	if len(b) > 2048 {
-		b = b[len(b)-2048:]
-	}
-	return string(b)
 }
 
 // cluster is three metad processes on loopback with an admin metaclient.
@@ -198,47 +52,39 @@ type cluster struct {
 // timeouts) with extra flags appended to each command line.
 func startCluster(t *testing.T, extra ...string) *cluster {
 	t.Helper()
-	bin := metadBinary(t)
+	bin := proctest.Binary(t, "github.com/strataio/strata/metad/cmd/metad")
 	dir := t.TempDir()
 	ca := pkitest.New(t)
 	var voters []string
-	raftPorts := map[string]int{}
+	raftAddrs := map[string]string{}
 	for i := 1; i <= 3; i++ {
 		id := fmt.Sprintf("m%d", i)
-		raftPorts[id] = freePort(t)
-		voters = append(voters, fmt.Sprintf("%s=127.0.0.1:%d", id, raftPorts[id]))
+		raftAddrs[id] = looptest.FreeAddr(t)
+		voters = append(voters, id+"="+raftAddrs[id])
 	}
 	c := &cluster{}
 	for i := 1; i <= 3; i++ {
 		id := fmt.Sprintf("m%d", i)
 		files := ca.Files(t, pki.RoleMetad, id)
-		rpcAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
-		healthPort, metricsPort := freePort(t), freePort(t)
-		logPath := filepath.Join(dir, id+".log")
-		logs, err := os.Create(logPath)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { logs.Close() })
-		p := &proc{id: id, rpc: rpcAddr, health: fmt.Sprintf("127.0.0.1:%d", healthPort), metrics: fmt.Sprintf("127.0.0.1:%d", metricsPort),
-			logs: logs, logPath: logPath, binaryPath: bin, args: append([]string{
+		rpcAddr, health, metrics := looptest.FreeAddr(t), looptest.FreeAddr(t), looptest.FreeAddr(t)
+		p := &proc{id: id, rpc: rpcAddr, metrics: metrics, Proc: proctest.New(t, proctest.Spec{Name: id, Path: bin,
+			HealthAddr: health, LogPath: filepath.Join(dir, id+".log"), Args: append([]string{
 				"--node-id", id, "--data-dir", filepath.Join(dir, id), "--rpc-listen", rpcAddr,
 				"--tls.ca", files.CA, "--tls.cert", files.Cert, "--tls.key", files.Key,
-				"--ops-host", "127.0.0.1", "--health-check-port", fmt.Sprint(healthPort),
-				"--enable-exporter", "--exporter-port", fmt.Sprint(metricsPort),
+				"--ops-host", "127.0.0.1", "--health-check-port", looptest.Port(health),
+				"--enable-exporter", "--exporter-port", looptest.Port(metrics),
 				"--log.level", "warn", "--shutdown-timeout", "5s",
-				"--metad.raft-listen", fmt.Sprintf("127.0.0.1:%d", raftPorts[id]),
+				"--metad.raft-listen", raftAddrs[id],
 				"--metad.voters", strings.Join(voters, ","),
 				"--metad.raft-heartbeat-timeout", "300ms", "--metad.raft-election-timeout", "300ms",
 				"--metad.raft-leader-lease-timeout", "150ms", "--metad.node-lease-timeout", "3s",
-			}, extra...)}
+			}, extra...)})}
 		c.ps = append(c.ps, p)
 	}
 	for _, p := range c.ps {
-		p.start(t)
-		t.Cleanup(func() { p.signal(syscall.SIGKILL) })
+		p.Start()
 	}
-	waitReady(t, c.ps...)
+	waitReady(c.ps...)
 	c.pool = rpc.NewPool(rpc.ClientOptions{Source: ca.Source(t, pki.RoleAdmin, "admin"), ServerRoles: []pki.Role{pki.RoleMetad}})
 	t.Cleanup(func() { c.pool.Close() })
 	c.client = metaclient.New(metaclient.Options{Addrs: c.addrs(), Dial: c.pool.Get, CallTimeout: 2 * time.Second})
@@ -290,18 +136,18 @@ func TestThreeProcessesSurviveKillOfTheLeader(t *testing.T) {
 	create("before")
 	leader := c.leader(t, ctx)
 	killed := time.Now()
-	leader.signal(syscall.SIGKILL)
+	leader.Kill()
 	create("after")
 	t.Logf("write committed %v after kill -9 of leader %s", time.Since(killed), leader.id)
 
 	// Restart everything (the killed node included) and read back.
 	for _, p := range c.ps {
-		p.signal(syscall.SIGTERM)
+		_ = p.Stop(15 * time.Second) // killed after 15 s; the data is what counts
 	}
 	for _, p := range c.ps {
-		p.start(t)
+		p.Start()
 	}
-	waitReady(t, c.ps...)
+	waitReady(c.ps...)
 	for _, name := range []string{"before", "after"} {
 		got, err := c.client.GetTopic(ctx, name)
 		if err != nil || len(got.GetTopic().GetPartitions()) != 2 {
@@ -492,7 +338,7 @@ func TestKillNineTheLeaderInALoopUnderWrites(t *testing.T) {
 	start := time.Now()
 	for round := range rounds {
 		leader := c.leader(t, ctx)
-		leader.signal(syscall.SIGKILL)
+		leader.Kill()
 		dead := time.Now()
 		acks, _ := l.snapshot()
 		// Writes that started before the kill may land on the old leader
@@ -506,8 +352,8 @@ func TestKillNineTheLeaderInALoopUnderWrites(t *testing.T) {
 			waitAcks(acks+80, fmt.Sprintf("round %d (%s down)", round, leader.id))
 		}
 		restarted := time.Now()
-		leader.start(t)
-		waitReady(t, leader)
+		leader.Start()
+		waitReady(leader)
 		restarts = append(restarts, time.Since(restarted))
 		// Some load with all three up before the next kill.
 		acks, _ = l.snapshot()
@@ -516,7 +362,7 @@ func TestKillNineTheLeaderInALoopUnderWrites(t *testing.T) {
 	elapsed := time.Since(start)
 	stopWriters()
 	wwg.Wait()
-	waitReady(t, c.ps...)
+	waitReady(c.ps...)
 
 	l.mu.Lock()
 	acked := l.acked
@@ -593,8 +439,7 @@ func TestKillNineTheLeaderInALoopUnderWrites(t *testing.T) {
 	}
 	t.Logf("checks done %v after the last round", time.Since(start.Add(elapsed)).Round(time.Millisecond))
 	for _, p := range c.ps {
-		b, _ := os.ReadFile(p.logPath)
-		lower := strings.ToLower(string(b))
+		lower := strings.ToLower(p.Log())
 		t.Logf("%s: %d snapshots taken, %d installed from the leader", p.id, strings.Count(lower, "snapshot complete"), strings.Count(lower, "installed remote snapshot"))
 	}
 	w.mu.Lock()

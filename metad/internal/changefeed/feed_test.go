@@ -37,14 +37,21 @@ func isSnapshot(evs []*metav1.WatchResponse) bool {
 	return len(evs) == 1 && evs[0].GetSnapshot() != nil
 }
 
+// wantSnapshot subscribes to f from revision from and requires the backlog
+// to be one snapshot, at revision rev.
+func wantSnapshot(t *testing.T, f *Feed, from, rev uint64) {
+	t.Helper()
+	backlog, sub := f.Subscribe(from, snapshotAt(f))
+	defer sub.Close()
+	if !isSnapshot(backlog) || backlog[0].GetRevision() != rev {
+		t.Fatalf("subscribe from %d: backlog = %v, want a snapshot at %d", from, backlog, rev)
+	}
+}
+
 func TestSubscribeFromZeroGetsASnapshot(t *testing.T) {
 	f := New(8, 8)
 	publishN(f, 1, 3)
-	backlog, sub := f.Subscribe(0, snapshotAt(f))
-	defer sub.Close()
-	if !isSnapshot(backlog) || backlog[0].GetRevision() != 3 {
-		t.Fatalf("backlog = %v, want a snapshot at 3", backlog)
-	}
+	wantSnapshot(t, f, 0, 3)
 }
 
 func TestSubscribeResumesFromRetainedHistory(t *testing.T) {
@@ -82,21 +89,13 @@ func TestSubscribeOlderThanHistoryGetsASnapshot(t *testing.T) {
 	if got := revisions(b6); len(got) != 4 || got[0] != 7 {
 		t.Fatalf("resume from 6 = %v, want 7..10", got)
 	}
-	b5, s5 := f.Subscribe(5, snapshotAt(f)) // needs 6: evicted
-	defer s5.Close()
-	if !isSnapshot(b5) || b5[0].GetRevision() != 10 {
-		t.Fatalf("resume from 5 = %v, want a snapshot at 10", b5)
-	}
+	wantSnapshot(t, f, 5, 10) // needs 6: evicted
 }
 
 func TestSubscribeFromTheFutureGetsASnapshot(t *testing.T) {
 	f := New(4, 8)
 	publishN(f, 1, 3)
-	b, s := f.Subscribe(99, snapshotAt(f))
-	defer s.Close()
-	if !isSnapshot(b) {
-		t.Fatalf("resume from a revision the feed never had = %v, want a snapshot", b)
-	}
+	wantSnapshot(t, f, 99, 3) // a revision the feed never had
 }
 
 func TestLaggingSubscriberIsClosedNotBlocking(t *testing.T) {

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"testing"
 
+	"google.golang.org/protobuf/proto"
+
 	metav1 "github.com/strataio/strata/proto/strata/meta/v1"
 )
 
@@ -19,40 +21,32 @@ func BenchmarkApply(b *testing.B) {
 		}
 		return x
 	}
-	b.Run("heartbeat", func(b *testing.B) {
-		x := setup(b)
-		b.ReportAllocs()
-		b.ResetTimer()
-		for i := range b.N {
-			x.idx++
-			x.f.ApplyCommand(x.idx, MustEncode(&metav1.NodeHeartbeatCommand{NodeId: "p1", Incarnation: 1, NowUnixMs: x.now + int64(i)}))
-		}
-		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "cmds/s")
-	})
-	b.Run("checkpoint_hwm", func(b *testing.B) {
-		x := setup(b)
-		b.ReportAllocs()
-		b.ResetTimer()
-		for i := range b.N {
-			x.idx++
-			r := x.f.ApplyCommand(x.idx, MustEncode(&metav1.CheckpointHwmRequest{Topic: "t042", Partition: 3, LeaderEpoch: 1, LifecycleEpoch: 1, Hwm: uint64(i + 1)}))
-			if r.Err != nil {
-				b.Fatal(r.Err)
+	cmds := []struct {
+		name string
+		cmd  func(x *h, i int) proto.Message
+	}{
+		{"heartbeat", func(x *h, i int) proto.Message {
+			return &metav1.NodeHeartbeatCommand{NodeId: "p1", Incarnation: 1, NowUnixMs: x.now + int64(i)}
+		}},
+		{"checkpoint_hwm", func(_ *h, i int) proto.Message {
+			return &metav1.CheckpointHwmRequest{Topic: "t042", Partition: 3, LeaderEpoch: 1, LifecycleEpoch: 1, Hwm: uint64(i + 1)}
+		}},
+		{"create_patch", func(_ *h, i int) proto.Message {
+			return create("t007", func(r *metav1.CreateTopicRequest) { r.RetentionHours = ptr(int64(i)) })
+		}},
+	}
+	for _, c := range cmds {
+		b.Run(c.name, func(b *testing.B) {
+			x := setup(b)
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := range b.N {
+				x.idx++
+				if r := x.f.ApplyCommand(x.idx, MustEncode(c.cmd(x, i))); r.Err != nil {
+					b.Fatal(r.Err)
+				}
 			}
-		}
-		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "cmds/s")
-	})
-	b.Run("create_patch", func(b *testing.B) {
-		x := setup(b)
-		b.ReportAllocs()
-		b.ResetTimer()
-		for i := range b.N {
-			x.idx++
-			r := x.f.ApplyCommand(x.idx, MustEncode(create("t007", func(r *metav1.CreateTopicRequest) { r.RetentionHours = ptr(int64(i)) })))
-			if r.Err != nil {
-				b.Fatal(r.Err)
-			}
-		}
-		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "cmds/s")
-	})
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "cmds/s")
+		})
+	}
 }

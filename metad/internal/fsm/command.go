@@ -28,6 +28,7 @@ const (
 	TypeElectLeader      Type = 10
 	TypeAlterIsr         Type = 11
 	TypeCheckpointHwm    Type = 12
+	TypeShutdownNode     Type = 13
 )
 
 // commandVersion is the first byte of every encoded command. A node that

@@ -24,6 +24,7 @@ func TestEncodeDecodeRoundTripsEveryCommand(t *testing.T) {
 		&metav1.ElectLeaderRequest{Topic: "t"},
 		&metav1.AlterIsrRequest{Topic: "t"},
 		&metav1.CheckpointHwmRequest{Topic: "t"},
+		&metav1.ShutdownNodeRequest{NodeId: "p1", Incarnation: 1},
 	}
 	if len(payloads) != len(registry) {
 		t.Fatalf("%d payloads for %d registered commands", len(payloads), len(registry))

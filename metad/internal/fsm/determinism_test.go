@@ -82,6 +82,8 @@ func randomCommand(rng *rand.Rand, now int64, st *State) proto.Message {
 			return &metav1.AlterIsrRequest{Topic: topic, Partition: part, LeaderEpoch: epoch, Isr: []string{node, fmt.Sprintf("p%d", 1+rng.IntN(4))}[:1+rng.IntN(2)]}
 		}
 		return &metav1.CheckpointHwmRequest{Topic: topic, Partition: part, LeaderEpoch: epoch, LifecycleEpoch: uint64(1 + rng.IntN(2)), Hwm: uint64(rng.IntN(100))}
+	case 14:
+		return &metav1.ShutdownNodeRequest{NodeId: node, Incarnation: uint64(1 + rng.IntN(2))}
 	default:
 		return &metav1.ReconcileCommand{NowUnixMs: now, LeaseTimeoutMs: lease}
 	}

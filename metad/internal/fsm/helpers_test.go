@@ -64,6 +64,26 @@ func (x *h) fails(p proto.Message, code errcode.Code) *errcode.Error {
 	return e
 }
 
+// rejects runs one case of a rejection table as a subtest: on a fresh
+// harness with three partition servers, the setup steps run in order (nil
+// ones are skipped), then cmd must fail with code and change nothing.
+func rejects(t *testing.T, name string, cmd proto.Message, code errcode.Code, setup ...func(x *h)) {
+	t.Helper()
+	t.Run(name, func(t *testing.T) {
+		x := newH(t)
+		x.partitionds(3)
+		for _, s := range setup {
+			if s != nil {
+				s(x)
+			}
+		}
+		x.fails(cmd, code)
+	})
+}
+
+// createT creates topic "t" with the defaults.
+func createT(x *h) { x.ok(create("t")) }
+
 func (x *h) state() *State {
 	var s *State
 	x.f.Read(func(st *State) { s = st })

@@ -72,26 +72,9 @@ func applyRegisterNode(tx *txn, cmd *metav1.RegisterNodeCommand) (*metav1.Regist
 	tx.putNode(n)
 
 	if old != nil && old.GetIncarnation() != n.GetIncarnation() && n.GetRole() == metav1.NodeRole_NODE_ROLE_PARTITIOND {
-		for _, name := range tx.topicNames() {
-			t := tx.topic(name)
-			if !Live(t) {
-				continue
-			}
-			var parts []*metav1.PartitionState
-			for i, p := range t.GetPartitions() {
-				np := RestartedReplica(p, n.GetId(), tx.isLivePartitiond)
-				if np == p {
-					continue
-				}
-				if parts == nil {
-					parts = slices.Clone(t.GetPartitions())
-				}
-				parts[i] = np
-			}
-			if parts != nil {
-				tx.putTopic(&metav1.Topic{Config: t.GetConfig(), Partitions: parts, CleanupPendingNodes: t.GetCleanupPendingNodes()})
-			}
-		}
+		tx.mapLivePartitions(func(p *metav1.PartitionState) *metav1.PartitionState {
+			return RestartedReplica(p, n.GetId(), tx.isLivePartitiond)
+		})
 	}
 	return &metav1.RegisterNodeResponse{Node: n}, nil
 }

@@ -126,12 +126,18 @@ func TestNewIncarnationFencesThePartitionsTheNodeLeads(t *testing.T) {
 	}
 	x.register(pnode("p1", 2)) // restarted
 	for i, p := range x.topic("t").GetPartitions() {
-		want := before[i].GetLeaderEpoch()
-		if p.GetLeader() == "p1" {
-			want++
+		b := before[i]
+		// New partitions start with every replica in sync, so the
+		// restarted node is never the only copy: it leaves the ISR, and
+		// where it led, leadership moves on with the epoch raised.
+		if slices.Contains(p.GetIsr(), "p1") {
+			t.Fatalf("partition %d: restarted p1 still in the ISR %v", i, p.GetIsr())
 		}
-		if p.GetLeaderEpoch() != want || p.GetLeader() != before[i].GetLeader() {
-			t.Fatalf("partition %d: leader %s epoch %d, want leader %s epoch %d", i, p.GetLeader(), p.GetLeaderEpoch(), before[i].GetLeader(), want)
+		switch {
+		case b.GetLeader() == "p1" && (p.GetLeader() == "p1" || p.GetLeaderEpoch() != b.GetLeaderEpoch()+1):
+			t.Fatalf("partition %d: p1 led; now leader %s epoch %d (was %d)", i, p.GetLeader(), p.GetLeaderEpoch(), b.GetLeaderEpoch())
+		case b.GetLeader() != "p1" && (p.GetLeader() != b.GetLeader() || p.GetLeaderEpoch() != b.GetLeaderEpoch()):
+			t.Fatalf("partition %d: leader %s epoch %d changed (was %s %d)", i, p.GetLeader(), p.GetLeaderEpoch(), b.GetLeader(), b.GetLeaderEpoch())
 		}
 	}
 }
@@ -154,5 +160,53 @@ func TestRestartedReplicaLeavesTheISRUnlessItIsTheOnlyCopy(t *testing.T) {
 	last := x.topic("t").GetPartitions()[0]
 	if last.GetLeader() != p.GetReplicas()[1] || last.GetLeaderEpoch() != got.GetLeaderEpoch()+1 || !slices.Equal(last.GetIsr(), got.GetIsr()) {
 		t.Fatalf("after sole ISR restart = %v", last)
+	}
+}
+
+// SHUTDOWN_NODE (controlled shutdown) moves leadership off the node and
+// takes it out of every ISR where another member is live, in one step; the
+// node is no longer live. A stale incarnation or an unknown node is a no-op.
+func TestShutdownNodeMovesLeadershipAtOnce(t *testing.T) {
+	x := newH(t)
+	x.partitionds(3)
+	x.ok(create("t", func(r *metav1.CreateTopicRequest) { r.Partitions = ptr[int32](6) }))
+	before := x.topic("t").GetPartitions()
+	rev := x.f.Revision()
+	if r := x.ok(&metav1.ShutdownNodeRequest{NodeId: "p1", Incarnation: 9}).(*metav1.ShutdownNodeResponse); r.GetLeaderChanges() != 0 || x.f.Revision() != rev {
+		t.Fatal("a stale incarnation's shutdown changed something")
+	}
+	x.ok(&metav1.ShutdownNodeRequest{NodeId: "ghost", Incarnation: 1})
+	r := x.ok(&metav1.ShutdownNodeRequest{NodeId: "p1", Incarnation: 1}).(*metav1.ShutdownNodeResponse)
+	if x.node("p1").GetLive() {
+		t.Fatal("p1 still live after its shutdown")
+	}
+	led := 0
+	for i, p := range x.topic("t").GetPartitions() {
+		b := before[i]
+		if slices.Contains(p.GetIsr(), "p1") {
+			t.Fatalf("partition %d: p1 still in the ISR %v", i, p.GetIsr())
+		}
+		if b.GetLeader() == "p1" {
+			led++
+			if p.GetLeader() == "p1" || p.GetLeader() == "" || p.GetLeaderEpoch() != b.GetLeaderEpoch()+1 {
+				t.Fatalf("partition %d: p1 led; now %q epoch %d", i, p.GetLeader(), p.GetLeaderEpoch())
+			}
+		} else if p.GetLeader() != b.GetLeader() || p.GetLeaderEpoch() != b.GetLeaderEpoch() {
+			t.Fatalf("partition %d: leader changed without cause", i)
+		}
+	}
+	if led == 0 || int(r.GetLeaderChanges()) != led {
+		t.Fatalf("p1 led %d partitions, %d leader changes reported", led, r.GetLeaderChanges())
+	}
+	// A second shutdown of the same incarnation is a no-op; the node comes
+	// back by registering (a new process).
+	rev = x.f.Revision()
+	x.ok(&metav1.ShutdownNodeRequest{NodeId: "p1", Incarnation: 1})
+	if x.f.Revision() != rev {
+		t.Fatal("repeated shutdown changed the state")
+	}
+	x.register(pnode("p1", 2))
+	if !x.node("p1").GetLive() {
+		t.Fatal("p1 not live after registering again")
 	}
 }

@@ -48,8 +48,9 @@ func PlaceReplicas(topic string, from, to int32, rf int32, servers []string) ([]
 
 // assignPartitions places and initialises partitions [from, to): the leader
 // is the first replica (all are live), the epoch FirstLeaderEpoch and the ISR
-// only the leader — replicas are never claimed in sync before replication
-// has caught them up (the leader adds them with ALTER_ISR).
+// every replica: a new partition's logs are all empty, so every replica is
+// in sync, and acks=all works as soon as the topic exists (a replica that
+// falls behind later leaves the ISR through its leader's ALTER_ISR).
 func assignPartitions(tx *txn, topic string, from, to, rf int32) ([]*metav1.PartitionState, error) {
 	var servers []string
 	for _, n := range tx.liveNodes(metav1.NodeRole_NODE_ROLE_PARTITIOND) {
@@ -64,7 +65,7 @@ func assignPartitions(tx *txn, topic string, from, to, rf int32) ([]*metav1.Part
 		out[i] = &metav1.PartitionState{
 			Id:          from + int32(i),
 			Replicas:    replicas,
-			Isr:         []string{replicas[0]},
+			Isr:         slices.Clone(replicas),
 			Leader:      replicas[0],
 			LeaderEpoch: FirstLeaderEpoch,
 		}
@@ -114,7 +115,9 @@ func applyElectLeader(tx *txn, req *metav1.ElectLeaderRequest) (*metav1.ElectLea
 	}
 	switch {
 	case tx.node(target) == nil:
-		return nil, errcode.MissingBroker.New("no such broker", "broker", target)
+		// An unknown broker is not an active broker of the partition: the
+		// election is rejected (missing_broker is for the absent parameter).
+		return nil, reject("unknown_broker")
 	case !slices.Contains(p.GetReplicas(), target):
 		return nil, reject("not_a_replica")
 	case !slices.Contains(p.GetIsr(), target):
@@ -252,33 +255,44 @@ func applyReconcile(tx *txn, cmd *metav1.ReconcileCommand) (*ReconcileResult, er
 			res.ExpiredNodes = append(res.ExpiredNodes, id)
 		}
 	}
-	for _, name := range tx.topicNames() {
-		t := tx.topic(name)
-		if !Live(t) {
-			continue
-		}
-		var parts []*metav1.PartitionState
-		for i, p := range t.GetPartitions() {
-			np, leader, shrunk := ReconcilePartition(p, tx.isLivePartitiond)
-			if np == p {
-				continue
-			}
-			if parts == nil {
-				parts = slices.Clone(t.GetPartitions())
-			}
-			parts[i] = np
-			if leader {
-				res.LeaderChanges++
-			}
-			if shrunk {
-				res.IsrShrinks++
-			}
-		}
-		if parts != nil {
-			tx.putTopic(&metav1.Topic{Config: t.GetConfig(), Partitions: parts, CleanupPendingNodes: t.GetCleanupPendingNodes()})
-		}
-	}
+	repairPartitions(tx, res)
 	return res, nil
+}
+
+// applyShutdownNode is a controlled shutdown: the node's current
+// incarnation stops being live now, and every partition is repaired at
+// once (ReconcilePartition), so leadership leaves the node before its
+// process does. Another incarnation, an unknown node or one already not
+// live is a no-op.
+func applyShutdownNode(tx *txn, req *metav1.ShutdownNodeRequest) (*metav1.ShutdownNodeResponse, error) {
+	n := tx.node(req.GetNodeId())
+	if n == nil || !n.GetLive() || n.GetIncarnation() != req.GetIncarnation() {
+		return &metav1.ShutdownNodeResponse{}, nil
+	}
+	nn := proto.CloneOf(n)
+	nn.Live = false
+	tx.putNode(nn)
+	res := &ReconcileResult{ExpiredNodes: []string{n.GetId()}}
+	repairPartitions(tx, res)
+	return &metav1.ShutdownNodeResponse{LeaderChanges: int32(res.LeaderChanges)}, nil
+}
+
+// repairPartitions applies ReconcilePartition to every partition of every
+// live topic.
+func repairPartitions(tx *txn, res *ReconcileResult) {
+	tx.mapLivePartitions(func(p *metav1.PartitionState) *metav1.PartitionState {
+		np, leader, shrunk := ReconcilePartition(p, tx.isLivePartitiond)
+		if np == p {
+			return p
+		}
+		if leader {
+			res.LeaderChanges++
+		}
+		if shrunk {
+			res.IsrShrinks++
+		}
+		return np
+	})
 }
 
 // LeaseExpired reports whether n's lease ran out at now.

@@ -109,7 +109,7 @@ func TestElectLeaderRejects(t *testing.T) {
 		}, errcode.MissingBroker, ""},
 		{"UnknownBroker", func(x *h, p *metav1.PartitionState) *metav1.ElectLeaderRequest {
 			return &metav1.ElectLeaderRequest{Topic: "t", BrokerId: "ghost"}
-		}, errcode.MissingBroker, ""},
+		}, errcode.LeaderElectionRejected, "unknown_broker"},
 		{"UnknownTopic", func(x *h, p *metav1.PartitionState) *metav1.ElectLeaderRequest {
 			return &metav1.ElectLeaderRequest{Topic: "nope", BrokerId: "p1"}
 		}, errcode.TopicNotFound, ""},
@@ -329,6 +329,8 @@ func TestLeaderOnlyISRGoesOfflineAndReturns(t *testing.T) {
 	x := newH(t)
 	x.partitionds(3)
 	x.ok(create("t", func(r *metav1.CreateTopicRequest) { r.Partitions = ptr[int32](1) }))
+	p0 := x.topic("t").GetPartitions()[0]
+	x.ok(&metav1.AlterIsrRequest{Topic: "t", LeaderEpoch: p0.GetLeaderEpoch(), Isr: []string{p0.GetLeader()}})
 	p := x.topic("t").GetPartitions()[0] // ISR = [leader]
 	x.now += lease
 	for _, id := range p.GetReplicas()[1:] {
@@ -356,6 +358,13 @@ func TestClusterStatusCountsOfflineAndUnderReplicated(t *testing.T) {
 	x.partitionds(3)
 	x.ok(create("a", func(r *metav1.CreateTopicRequest) { r.Partitions = ptr[int32](2) }))
 	x.ok(create("b", func(r *metav1.CreateTopicRequest) { r.Partitions = ptr[int32](1); r.ReplicationFactor = ptr[int32](1) }))
+	if st := x.state().ClusterStatus(); st.GetUnderReplicatedPartitions() != 0 {
+		t.Fatalf("new partitions start fully in sync: %d under-replicated", st.GetUnderReplicatedPartitions())
+	}
+	for i := range int32(2) {
+		p := x.topic("a").GetPartitions()[i]
+		x.ok(&metav1.AlterIsrRequest{Topic: "a", Partition: i, LeaderEpoch: p.GetLeaderEpoch(), Isr: []string{p.GetLeader()}})
+	}
 	st := x.state().ClusterStatus()
 	if st.GetOfflinePartitions() != 0 || st.GetUnderReplicatedPartitions() != 2 || len(st.GetTopics()) != 2 || len(st.GetNodes()) != 3 {
 		t.Fatalf("status = offline %d under %d topics %d nodes %d", st.GetOfflinePartitions(), st.GetUnderReplicatedPartitions(), len(st.GetTopics()), len(st.GetNodes()))

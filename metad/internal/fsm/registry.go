@@ -35,6 +35,7 @@ func init() {
 	add(TypeElectLeader, "ELECT_LEADER", applyElectLeader)
 	add(TypeAlterIsr, "ALTER_ISR", applyAlterIsr)
 	add(TypeCheckpointHwm, "CHECKPOINT_HWM", applyCheckpointHwm)
+	add(TypeShutdownNode, "SHUTDOWN_NODE", applyShutdownNode)
 }
 
 // add registers a typed handler. Each payload message type belongs to

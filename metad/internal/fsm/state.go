@@ -11,6 +11,11 @@ import (
 // be neither deleted nor truncated.
 const ConsumerOffsetsTopic = "__consumer_offsets"
 
+// TransactionStateTopic is the transaction coordinator's internal topic
+// (docs/transactions.md): one partition per transaction coordinator shard,
+// protected like ConsumerOffsetsTopic.
+const TransactionStateTopic = "__transaction_state"
+
 // State is the replicated metadata. It is read under the FSM's lock (see
 // FSM.Read); the objects it returns are immutable and may be kept.
 type State struct {

@@ -51,7 +51,9 @@ func ValidTopicName(name string) bool {
 
 // internalTopicNames are broker-owned: only broker roles create them (with
 // internal=true) and they can be neither deleted nor truncated.
-func isInternalName(name string) bool { return name == ConsumerOffsetsTopic }
+func isInternalName(name string) bool {
+	return name == ConsumerOffsetsTopic || name == TransactionStateTopic
+}
 
 func checkName(name string) error {
 	if !ValidTopicName(name) {
@@ -185,17 +187,28 @@ func checkImmutable(cfg *metav1.TopicConfig, req *metav1.CreateTopicRequest) err
 	if req.ReplicationFactor != nil && req.GetReplicationFactor() != cfg.GetReplicationFactor() {
 		return bad("replication_factor", itoa(cfg.GetReplicationFactor()), itoa(req.GetReplicationFactor()))
 	}
-	if req.Idempotent != nil && req.GetIdempotent() != cfg.GetIdempotent() {
-		return bad("idempotent", strconv.FormatBool(cfg.GetIdempotent()), strconv.FormatBool(req.GetIdempotent()))
+	flags := []struct {
+		field     string
+		requested *bool
+		current   bool
+	}{
+		{"idempotent", req.Idempotent, cfg.GetIdempotent()},
+		{"event_sourcing", req.EventSourcing, cfg.GetEventSourcing()},
+		{"aggregate_replay", req.AggregateReplay, cfg.GetAggregateReplay()},
 	}
-	if req.EventSourcing != nil && req.GetEventSourcing() != cfg.GetEventSourcing() {
-		return bad("event_sourcing", strconv.FormatBool(cfg.GetEventSourcing()), strconv.FormatBool(req.GetEventSourcing()))
-	}
-	if req.AggregateReplay != nil && req.GetAggregateReplay() != cfg.GetAggregateReplay() {
-		return bad("aggregate_replay", strconv.FormatBool(cfg.GetAggregateReplay()), strconv.FormatBool(req.GetAggregateReplay()))
+	for _, f := range flags {
+		if f.requested != nil && *f.requested != f.current {
+			return bad(f.field, strconv.FormatBool(f.current), strconv.FormatBool(*f.requested))
+		}
 	}
 	if req.GetInternal() != cfg.GetInternal() {
 		return bad("internal", strconv.FormatBool(cfg.GetInternal()), strconv.FormatBool(req.GetInternal()))
+	}
+	// An aggregate replay topic places each match id by its key: more
+	// partitions would move a match's later events away from its history
+	// (spec 4.8: partition-count changes are rejected).
+	if cfg.GetAggregateReplay() && req.Partitions != nil && req.GetPartitions() != cfg.GetPartitions() {
+		return bad("partitions", itoa(cfg.GetPartitions()), itoa(req.GetPartitions()))
 	}
 	return nil
 }
@@ -203,33 +216,15 @@ func checkImmutable(cfg *metav1.TopicConfig, req *metav1.CreateTopicRequest) err
 // patchConfig applies every field the request carries; omitted fields keep
 // their value, explicit zero, false and empty values are applied.
 func patchConfig(cfg *metav1.TopicConfig, req *metav1.CreateTopicRequest) error {
-	if req.Partitions != nil {
-		cfg.Partitions = req.GetPartitions()
-	}
-	if req.ReplicationFactor != nil {
-		cfg.ReplicationFactor = req.GetReplicationFactor()
-	}
-	if req.CleanupPolicy != nil {
-		cfg.CleanupPolicy = req.GetCleanupPolicy()
-	}
-	if req.RetentionHours != nil {
-		cfg.RetentionHours = req.GetRetentionHours()
-	}
-	if req.RetentionBytes != nil {
-		cfg.RetentionBytes = req.GetRetentionBytes()
-	}
-	if req.Partitioner != nil {
-		cfg.Partitioner = req.GetPartitioner()
-	}
-	if req.AuthPolicy != nil {
-		cfg.AuthPolicy = req.GetAuthPolicy()
-	}
-	if req.ReadAcl != nil {
-		cfg.ReadAcl = req.GetReadAcl()
-	}
-	if req.WriteAcl != nil {
-		cfg.WriteAcl = req.GetWriteAcl()
-	}
+	patch(&cfg.Partitions, req.Partitions)
+	patch(&cfg.ReplicationFactor, req.ReplicationFactor)
+	patch(&cfg.CleanupPolicy, req.CleanupPolicy)
+	patch(&cfg.RetentionHours, req.RetentionHours)
+	patch(&cfg.RetentionBytes, req.RetentionBytes)
+	patch(&cfg.Partitioner, req.Partitioner)
+	patch(&cfg.AuthPolicy, req.AuthPolicy)
+	patch(&cfg.ReadAcl, req.ReadAcl)
+	patch(&cfg.WriteAcl, req.WriteAcl)
 	if req.MinInSyncReplicas != nil {
 		v, err := parseMinISR(req.GetMinInSyncReplicas(), cfg)
 		if err != nil {
@@ -238,6 +233,13 @@ func patchConfig(cfg *metav1.TopicConfig, req *metav1.CreateTopicRequest) error 
 		cfg.MinInSyncReplicas = v
 	}
 	return nil
+}
+
+// patch sets *field to the request's value when the request carries one.
+func patch[T any](field *T, requested *T) {
+	if requested != nil {
+		*field = *requested
+	}
 }
 
 // parseMinISR parses "default" (no override) or a number 1..replication

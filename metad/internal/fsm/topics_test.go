@@ -58,7 +58,7 @@ func TestCreateTopicAppliesDefaults(t *testing.T) {
 	}
 	for i, p := range x.topic("orders").GetPartitions() {
 		if p.GetId() != int32(i) || len(p.GetReplicas()) != 3 || p.GetLeader() != p.GetReplicas()[0] ||
-			!slices.Equal(p.GetIsr(), []string{p.GetLeader()}) || p.GetLeaderEpoch() != FirstLeaderEpoch || p.GetCommittedHwm() != 0 {
+			!slices.Equal(p.GetIsr(), p.GetReplicas()) || p.GetLeaderEpoch() != FirstLeaderEpoch || p.GetCommittedHwm() != 0 {
 			t.Fatalf("partition %d = %v", i, p)
 		}
 	}
@@ -143,6 +143,9 @@ func TestCreateTopicRejects(t *testing.T) {
 		{"InternalFlagChange", existing(), create("t", func(r *metav1.CreateTopicRequest) { r.Internal = true }), errcode.ImmutableTopicField},
 		{"AggregateReplayChange", existing(func(r *metav1.CreateTopicRequest) { r.EventSourcing, r.Idempotent = ptr(true), ptr(true) }),
 			create("t", func(r *metav1.CreateTopicRequest) { r.AggregateReplay = ptr(true) }), errcode.ImmutableTopicField},
+		{"AggregateReplayPartitionCount", existing(func(r *metav1.CreateTopicRequest) {
+			r.EventSourcing, r.Idempotent, r.AggregateReplay = ptr(true), ptr(true), ptr(true)
+		}), create("t", func(r *metav1.CreateTopicRequest) { r.Partitions = ptr(int32(9)) }), errcode.ImmutableTopicField},
 		{"AggregateReplayTurnedOff", existing(func(r *metav1.CreateTopicRequest) {
 			r.EventSourcing, r.Idempotent, r.AggregateReplay = ptr(true), ptr(true), ptr(true)
 		}), create("t", func(r *metav1.CreateTopicRequest) { r.AggregateReplay = ptr(false) }), errcode.ImmutableTopicField},
@@ -167,14 +170,7 @@ func TestCreateTopicRejects(t *testing.T) {
 		}, create("t", func(r *metav1.CreateTopicRequest) { r.Partitions = ptr[int32](8) }), errcode.InvalidReplicationFactor},
 	}
 	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			x := newH(t)
-			x.partitionds(3)
-			if c.setup != nil {
-				c.setup(x)
-			}
-			x.fails(c.cmd, c.code)
-		})
+		rejects(t, c.name, c.cmd, c.code, c.setup)
 	}
 }
 
@@ -334,12 +330,7 @@ func TestAlterTopicConfigRejects(t *testing.T) {
 		{"Empty", &metav1.AlterTopicConfigRequest{Name: "t"}, errcode.InvalidParameter},
 	}
 	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			x := newH(t)
-			x.partitionds(3)
-			x.ok(create("t"))
-			x.fails(c.req, c.code)
-		})
+		rejects(t, c.name, c.req, c.code, createT)
 	}
 }
 
@@ -403,14 +394,12 @@ func TestDeleteRejects(t *testing.T) {
 		{"ConsumerOffsetsIfExists", &metav1.DeleteTopicRequest{Name: ConsumerOffsetsTopic, IfExists: true}, errcode.InternalTopicDeleteForbidden},
 		{"OtherInternal", &metav1.DeleteTopicRequest{Name: "__internal2"}, errcode.InternalTopicDeleteForbidden},
 	}
+	createInternal := func(x *h) {
+		x.ok(create(ConsumerOffsetsTopic, func(r *metav1.CreateTopicRequest) { r.Internal = true }))
+		x.ok(create("__internal2", func(r *metav1.CreateTopicRequest) { r.Internal = true }))
+	}
 	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			x := newH(t)
-			x.partitionds(3)
-			x.ok(create(ConsumerOffsetsTopic, func(r *metav1.CreateTopicRequest) { r.Internal = true }))
-			x.ok(create("__internal2", func(r *metav1.CreateTopicRequest) { r.Internal = true }))
-			x.fails(c.req, c.code)
-		})
+		rejects(t, c.name, c.req, c.code, createInternal)
 	}
 }
 
@@ -482,15 +471,7 @@ func TestTruncateRejects(t *testing.T) {
 			&metav1.TruncateTopicRequest{Name: "t", ExpectedRevision: 1}, errcode.TopicNotFound},
 	}
 	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			x := newH(t)
-			x.partitionds(3)
-			x.ok(create("t"))
-			if c.setup != nil {
-				c.setup(x)
-			}
-			x.fails(c.req, c.code)
-		})
+		rejects(t, c.name, c.req, c.code, createT, c.setup)
 	}
 }
 

@@ -43,16 +43,48 @@ func (tx *txn) removeTopic(name string) { tx.topics[name] = nil }
 
 // topicNames returns every topic name in the staged view, sorted.
 func (tx *txn) topicNames() []string {
-	names := make([]string, 0, len(tx.st.topics)+len(tx.topics))
-	for n := range tx.st.topics {
-		names = append(names, n)
-	}
-	for n := range tx.topics {
-		names = append(names, n)
-	}
-	slices.Sort(names)
-	names = slices.Compact(names)
+	names := stagedKeys(tx.st.topics, tx.topics)
 	return slices.DeleteFunc(names, func(n string) bool { return tx.topic(n) == nil })
+}
+
+// mapLivePartitions replaces, in every live topic of the staged view, each
+// partition state next returns anew for (next returns p itself to keep p);
+// a topic is written only when one of its partitions changed.
+func (tx *txn) mapLivePartitions(next func(p *metav1.PartitionState) *metav1.PartitionState) {
+	for _, name := range tx.topicNames() {
+		t := tx.topic(name)
+		if !Live(t) {
+			continue
+		}
+		var parts []*metav1.PartitionState
+		for i, p := range t.GetPartitions() {
+			np := next(p)
+			if np == p {
+				continue
+			}
+			if parts == nil {
+				parts = slices.Clone(t.GetPartitions())
+			}
+			parts[i] = np
+		}
+		if parts != nil {
+			tx.putTopic(&metav1.Topic{Config: t.GetConfig(), Partitions: parts, CleanupPendingNodes: t.GetCleanupPendingNodes()})
+		}
+	}
+}
+
+// stagedKeys returns the keys of the committed and the staged map, sorted,
+// each once.
+func stagedKeys[V any](committed, staged map[string]V) []string {
+	keys := make([]string, 0, len(committed)+len(staged))
+	for k := range committed {
+		keys = append(keys, k)
+	}
+	for k := range staged {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return slices.Compact(keys)
 }
 
 func (tx *txn) node(id string) *metav1.Node {
@@ -65,17 +97,7 @@ func (tx *txn) node(id string) *metav1.Node {
 func (tx *txn) putNode(n *metav1.Node) { tx.nodes[n.GetId()] = n }
 
 // nodeIDs returns every node id in the staged view, sorted.
-func (tx *txn) nodeIDs() []string {
-	ids := make([]string, 0, len(tx.st.nodes)+len(tx.nodes))
-	for id := range tx.st.nodes {
-		ids = append(ids, id)
-	}
-	for id := range tx.nodes {
-		ids = append(ids, id)
-	}
-	slices.Sort(ids)
-	return slices.Compact(ids)
-}
+func (tx *txn) nodeIDs() []string { return stagedKeys(tx.st.nodes, tx.nodes) }
 
 // liveNodes returns the live nodes of role in the staged view, sorted by id.
 func (tx *txn) liveNodes(role metav1.NodeRole) []*metav1.Node {

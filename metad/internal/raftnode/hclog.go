@@ -67,9 +67,16 @@ func (a *hclogAdapter) Log(level hclog.Level, msg string, args ...any) {
 	a.l.Log(context.Background(), slogLevel(level), msg, attrs...)
 }
 
+// reservedKeys are attribute keys the process logger already carries (or
+// slog writes itself): raft's own "node" and the like are renamed raft_<key>
+// so that no record repeats a key.
+var reservedKeys = map[string]bool{"time": true, "level": true, "msg": true, "role": true, "node": true,
+	"raft_id": true, "logger": true, "component": true}
+
 // normalise turns hclog's loose key/value lists into slog pairs: an odd
 // trailing value gets the key "EXTRA_VALUE_AT_END" as hclog does, non-string
-// keys are formatted.
+// keys are formatted, hclog.Fmt values are formatted (raft logs its
+// configuration with hclog.Fmt("%+v", …)), and reserved keys are renamed.
 func normalise(args []any) []any {
 	out := make([]any, 0, len(args)+1)
 	for i := 0; i < len(args); i += 2 {
@@ -81,7 +88,16 @@ func normalise(args []any) []any {
 		if !ok {
 			k = fmt.Sprint(args[i])
 		}
-		out = append(out, k, args[i+1])
+		if reservedKeys[k] {
+			k = "raft_" + k
+		}
+		v := args[i+1]
+		if f, ok := v.(hclog.Format); ok && len(f) > 0 {
+			if format, ok := f[0].(string); ok {
+				v = fmt.Sprintf(format, f[1:]...)
+			}
+		}
+		out = append(out, k, v)
 	}
 	return out
 }

@@ -17,6 +17,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/strataio/strata/libs/errcode"
+	"github.com/strataio/strata/libs/looptest"
 	"github.com/strataio/strata/metad/internal/controller"
 	"github.com/strataio/strata/metad/internal/fsm"
 	metav1 "github.com/strataio/strata/proto/strata/meta/v1"
@@ -183,11 +184,7 @@ func (c *cluster) converge(timeout time.Duration) []byte {
 	}
 }
 
-func ctx(t *testing.T) context.Context {
-	c, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	t.Cleanup(cancel)
-	return c
-}
+func ctx(t *testing.T) context.Context { return looptest.Context(t, 5*time.Second) }
 
 func setupCluster(t *testing.T, n *Node) {
 	t.Helper()
@@ -205,6 +202,17 @@ type protoMsg = proto.Message
 
 func pd(id string) *metav1.Node {
 	return &metav1.Node{Id: id, Role: metav1.NodeRole_NODE_ROLE_PARTITIOND, RpcAddress: "127.0.0.1:7000", Incarnation: 1, LifecycleVersions: []uint32{1, 2}}
+}
+
+// proposeTopics creates topics prefix0..prefix(count-1), replication
+// factor 1, through n.
+func proposeTopics(t *testing.T, n *Node, prefix string, count int) {
+	t.Helper()
+	for i := range count {
+		if _, err := n.Propose(ctx(t), createCmd(fmt.Sprintf("%s%d", prefix, i), 1)); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
 
 func createCmd(name string, rf int32) *metav1.CreateTopicCommand {
@@ -228,11 +236,7 @@ func TestSingleVoterAppliesAndRecoversAfterRestart(t *testing.T) {
 	c := newCluster(t, 1, nil)
 	n := c.leader(5 * time.Second)
 	setupCluster(t, n)
-	for i := range 20 {
-		if _, err := n.Propose(ctx(t), createCmd(fmt.Sprintf("t%d", i), 1)); err != nil {
-			t.Fatal(err)
-		}
-	}
+	proposeTopics(t, n, "t", 20)
 	before := n.FSM().EncodeState()
 	c.stop("m1")
 	c.start("m1") // same directory: no second bootstrap, state from the log
@@ -360,11 +364,7 @@ func TestLaggingFollowerCatchesUpFromASnapshot(t *testing.T) {
 		}
 	}
 	c.stop(follower)
-	for i := range 60 {
-		if _, err := l.Propose(ctx(t), createCmd(fmt.Sprintf("t%d", i), 1)); err != nil {
-			t.Fatal(err)
-		}
-	}
+	proposeTopics(t, l, "t", 60)
 	if err := l.Snapshot(); err != nil {
 		t.Fatal(err)
 	}
@@ -382,19 +382,11 @@ func TestSnapshotAndRestartRestoresIdenticalState(t *testing.T) {
 	c := newCluster(t, 1, nil)
 	n := c.leader(5 * time.Second)
 	setupCluster(t, n)
-	for i := range 10 {
-		if _, err := n.Propose(ctx(t), createCmd(fmt.Sprintf("t%d", i), 1)); err != nil {
-			t.Fatal(err)
-		}
-	}
+	proposeTopics(t, n, "t", 10)
 	if err := n.Snapshot(); err != nil {
 		t.Fatal(err)
 	}
-	for i := range 5 { // and some log after the snapshot
-		if _, err := n.Propose(ctx(t), createCmd(fmt.Sprintf("u%d", i), 1)); err != nil {
-			t.Fatal(err)
-		}
-	}
+	proposeTopics(t, n, "u", 5) // and some log after the snapshot
 	want := n.FSM().EncodeState()
 	rev := n.FSM().Revision()
 	c.stop("m1")

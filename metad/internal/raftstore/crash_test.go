@@ -61,11 +61,7 @@ func crashRound(t *testing.T, seed uint64, unsyncedPct int) {
 			default:
 			}
 			n := 1 + int(next%7)
-			batch := make([]*raft.Log, n)
-			for i := range batch {
-				batch[i] = testLog(next+uint64(i), 1+next/100)
-			}
-			if err := s.StoreLogs(batch); err != nil {
+			if err := s.StoreLogs(testLogs(next, n, 1+next/100)); err != nil {
 				t.Errorf("StoreLogs: %v", err)
 				return
 			}
@@ -133,11 +129,7 @@ func crashRound(t *testing.T, seed uint64, unsyncedPct int) {
 func appendN(t *testing.T, s *Store, from, to uint64) {
 	t.Helper()
 	for i := from; i <= to; i += 10 {
-		var batch []*raft.Log
-		for j := i; j < i+10 && j <= to; j++ {
-			batch = append(batch, testLog(j, 1))
-		}
-		if err := s.StoreLogs(batch); err != nil {
+		if err := s.StoreLogs(testLogs(i, int(min(10, to-i+1)), 1)); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -1,19 +1,17 @@
 package raftstore
 
 import (
-	"bufio"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/strataio/strata/libs/proctest"
 )
 
 // childDirEnv switches the test binary into the appender child of
@@ -39,11 +37,7 @@ func TestKill9Child(t *testing.T) {
 	next := last + 1
 	for {
 		n := 1 + int(next%9)
-		batch := make([]*raft.Log, n)
-		for i := range batch {
-			batch[i] = testLog(next+uint64(i), 1+next/1000)
-		}
-		if err := s.StoreLogs(batch); err != nil {
+		if err := s.StoreLogs(testLogs(next, n, 1+next/1000)); err != nil {
 			fmt.Printf("error append: %v\n", err)
 			os.Exit(2)
 		}
@@ -118,31 +112,9 @@ func TestKill9KeepsAcknowledgedEntries(t *testing.T) {
 // the number of acknowledgements read.
 func runAndKill(t *testing.T, dir string, d time.Duration) (uint64, int) {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestKill9Child$", "-test.count=1")
-	cmd.Env = append(os.Environ(), childDirEnv+"="+dir)
-	cmd.Stderr = os.Stderr
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	killed := false
-	defer func() {
-		if !killed {
-			_ = cmd.Process.Kill()
-			_ = cmd.Wait()
-		}
-	}()
-	lines := make(chan string, 1024)
-	go func() {
-		defer close(lines)
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			lines <- sc.Text()
-		}
-	}()
+	child := proctest.Start(t, proctest.Spec{Name: "raftstore-appender", Path: os.Args[0], Lines: true,
+		Args: []string{"-test.run=^TestKill9Child$", "-test.count=1"}, Env: []string{childDirEnv + "=" + dir}})
+	lines := child.Lines()
 	var acked uint64
 	var n int
 	readLine := func(l string) {
@@ -179,18 +151,13 @@ wait:
 			break wait
 		}
 	}
-	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	killed = true
+	child.Kill()
 	// Lines the child wrote before dying are acknowledgements too.
 	for l := range lines {
 		readLine(l)
 	}
-	err = cmd.Wait()
-	var ee *exec.ExitError
-	if !errors.As(err, &ee) {
-		t.Fatalf("child exit: %v, want killed", err)
+	if st := child.ExitState(); st.Success() {
+		t.Fatalf("child exit: %v, want killed", st)
 	}
 	return acked, n
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/strataio/strata/libs/errcode"
+	"github.com/strataio/strata/libs/telemetry"
 	"github.com/strataio/strata/metad/internal/raftstore/logcodec"
 )
 
@@ -34,10 +35,13 @@ var ErrClosed = errors.New("raftstore: closed")
 type Option func(*options)
 
 type options struct {
-	fs        vfs.FS
-	logger    *slog.Logger
-	cacheSize int64
+	fs     vfs.FS
+	logger *slog.Logger
 }
+
+// cacheSize is pebble's block cache: the Raft log is mostly read right after
+// it is written, so it needs little.
+const cacheSize = 8 << 20
 
 // WithFS makes the store use fs instead of the operating system, e.g. pebble's
 // crashable in-memory FS in tests.
@@ -45,10 +49,6 @@ func WithFS(fs vfs.FS) Option { return func(o *options) { o.fs = fs } }
 
 // WithLogger sets the logger pebble's messages go to (default: discarded).
 func WithLogger(l *slog.Logger) Option { return func(o *options) { o.logger = l } }
-
-// WithCacheSize sets pebble's block cache size in bytes (default 8 MiB). The
-// Raft log is mostly read right after it is written, so it needs little.
-func WithCacheSize(n int64) Option { return func(o *options) { o.cacheSize = n } }
 
 // Store is a raft.LogStore and raft.StableStore on pebble. It is safe for
 // concurrent use: readers go straight to pebble, writers are serialised so the
@@ -68,7 +68,7 @@ var (
 
 // Open opens (creating if needed) the store in dir.
 func Open(dir string, opts ...Option) (*Store, error) {
-	o := options{fs: vfs.Default, cacheSize: 8 << 20}
+	o := options{fs: vfs.Default}
 	for _, opt := range opts {
 		opt(&o)
 	}
@@ -77,8 +77,8 @@ func Open(dir string, opts ...Option) (*Store, error) {
 	}
 	popts := &pebble.Options{
 		FS:        o.fs,
-		CacheSize: o.cacheSize,
-		Logger:    pebbleLogger{o.logger},
+		CacheSize: cacheSize,
+		Logger:    telemetry.PrintfLogger{Logger: o.logger, Component: "pebble"},
 		// Pinned rather than FormatNewest so a pebble upgrade never ratchets
 		// the on-disk format behind our back. V6 includes WAL sync chunks
 		// (torn WAL tails are detected precisely) and block checksums.
@@ -329,22 +329,4 @@ func (s *Store) GetUint64(key []byte) (uint64, error) {
 		return 0, errcode.StorageCorrupt.New("stable uint64 value is not 8 bytes", "key", string(key), "len", fmt.Sprint(len(v)))
 	}
 	return binary.BigEndian.Uint64(v), nil
-}
-
-// pebbleLogger sends pebble's printf-style messages to slog. Fatalf must not
-// return (pebble relies on it), so it logs and panics.
-type pebbleLogger struct{ l *slog.Logger }
-
-func (p pebbleLogger) Infof(format string, args ...any) {
-	p.l.Debug(fmt.Sprintf(format, args...), "component", "pebble")
-}
-
-func (p pebbleLogger) Errorf(format string, args ...any) {
-	p.l.Error(fmt.Sprintf(format, args...), "component", "pebble")
-}
-
-func (p pebbleLogger) Fatalf(format string, args ...any) {
-	msg := fmt.Sprintf(format, args...)
-	p.l.Error(msg, "component", "pebble", "fatal", true)
-	panic("pebble: " + msg)
 }

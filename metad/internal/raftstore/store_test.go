@@ -40,6 +40,15 @@ func testLog(index, term uint64) *raft.Log {
 	return l
 }
 
+// testLogs is the run of n testLog entries from index first, all of term.
+func testLogs(first uint64, n int, term uint64) []*raft.Log {
+	batch := make([]*raft.Log, n)
+	for i := range batch {
+		batch[i] = testLog(first+uint64(i), term)
+	}
+	return batch
+}
+
 func openMem(t testing.TB, fs vfs.FS) *Store {
 	t.Helper()
 	s, err := Open("raft", WithFS(fs))
@@ -332,10 +341,7 @@ func TestRandomOperationsMatchInmemStore(t *testing.T) {
 				case op < 55 || last == 0: // append at the tail
 					term += uint64(rng.IntN(2))
 					n := 1 + rng.IntN(8)
-					var batch []*raft.Log
-					for i := range n {
-						batch = append(batch, testLog(last+1+uint64(i), term))
-					}
+					batch := testLogs(last+1, n, term)
 					mustBoth(t, s.StoreLogs(batch), oracle.StoreLogs(batch))
 				case op < 70: // compaction
 					max := first + uint64(rng.IntN(int(last-first)+1))

@@ -8,31 +8,32 @@ import (
 	"github.com/strataio/strata/libs/node"
 	"github.com/strataio/strata/libs/pki"
 
-	"github.com/strataio/strata/partitiond/server"
+	"github.com/strataio/strata/partitiond"
 )
 
 // config is the binary's configuration file: the common process settings at
 // the top level and the role settings under "partitiond".
 type config struct {
 	node.Common `yaml:",inline"`
-	Partitiond  server.Config `yaml:"partitiond"`
+	Partitiond  partitiond.Config `yaml:"partitiond"`
 }
 
 func partitiondBinary() node.Binary[config] {
 	return node.Binary[config]{
 		Name:  "partitiond",
-		Role:  pki.RolePartitiond,
 		Usage: "partitiond hosts partition logs assigned by metad and serves appends and fetches (internal gRPC, mTLS).",
 		Config: func() *config {
-			return &config{Common: node.DefaultCommon(9192), Partitiond: server.DefaultConfig()}
+			return &config{Common: node.DefaultCommon(9192), Partitiond: partitiond.DefaultConfig()}
 		},
-		Common: func(c *config) *node.Common { return &c.Common },
-		Build: func(env *node.RoleEnv, c *config) (node.Role, error) {
-			cfg := c.Partitiond
-			if len(cfg.MetadAddrs) == 0 {
-				cfg.MetadAddrs = c.MetadAddrs
-			}
-			return server.New(env, cfg)
+		Process: func(c *config) *node.ProcessConfig { return &c.ProcessConfig },
+		Modules: func(p *node.Process, c *config) ([]node.Module, error) {
+			return []node.Module{c.RoleModule(p, pki.RolePartitiond, func(env *node.RoleEnv) (node.Service, error) {
+				cfg := c.Partitiond
+				if len(cfg.MetadAddrs) == 0 {
+					cfg.MetadAddrs = c.MetadAddrs
+				}
+				return partitiond.New(env, cfg)
+			})}, nil
 		},
 	}
 }

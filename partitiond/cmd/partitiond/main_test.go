@@ -3,29 +3,25 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/binary"
 	"fmt"
-	"net"
-	"net/http"
 	"os"
-	"os/exec"
-	"strconv"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"go.uber.org/goleak"
 
+	"github.com/strataio/strata/libs/fake/metadfake"
+	"github.com/strataio/strata/libs/looptest"
 	"github.com/strataio/strata/libs/node"
 	"github.com/strataio/strata/libs/pki"
 	"github.com/strataio/strata/libs/pki/pkitest"
+	"github.com/strataio/strata/libs/proctest"
 	"github.com/strataio/strata/libs/rpc"
 	"github.com/strataio/strata/libs/wire"
 	partitionv1 "github.com/strataio/strata/proto/strata/partition/v1"
 
-	"github.com/strataio/strata/partitiond/internal/metadtest"
-	"github.com/strataio/strata/partitiond/internal/record"
+	"github.com/strataio/strata/partitiond/internal/recordtest"
 )
 
 // childEnv makes the test binary run partitiond's main instead of the tests,
@@ -52,69 +48,22 @@ func TestHelp(t *testing.T) {
 	}
 }
 
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
-type child struct {
-	cmd *exec.Cmd
-	out *bytes.Buffer
-}
-
-func startChild(t *testing.T, args []string, healthPort int) *child {
-	t.Helper()
-	cmd := exec.Command(os.Args[0], args...)
-	cmd.Env = append(os.Environ(), childEnv+"=1")
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	c := &child{cmd: cmd, out: &out}
-	t.Cleanup(func() {
-		if c.cmd.ProcessState == nil {
-			c.cmd.Process.Kill()
-			c.cmd.Wait()
-		}
-	})
-	url := "http://127.0.0.1:" + strconv.Itoa(healthPort) + "/ready"
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		resp, err := http.Get(url)
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				return c
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("partitiond not ready: %v\n%s", err, out.String())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 // TestKill9KeepsAcknowledgedAppends appends with acks=1 to a partitiond
 // process, kills it with SIGKILL mid-stream, restarts it on the same data
 // directory and checks every acknowledged record reads back byte-identical
 // at its offset with dense offsets; a last SIGTERM shuts down cleanly.
 func TestKill9KeepsAcknowledgedAppends(t *testing.T) {
 	ca := pkitest.New(t)
-	md := metadtest.Start(t, ca)
-	md.PutTopic(metadtest.NewTopic("crash", 1, 1, "p1", "p1"))
+	md := metadfake.Start(t, ca, metadfake.Options{})
+	md.PutTopic(metadfake.NewTopic("crash", 1, 1, "p1", "p1"))
 	files := ca.Files(t, pki.RolePartitiond, "p1")
-	rpcPort, healthPort := freePort(t), freePort(t)
-	addr := "127.0.0.1:" + strconv.Itoa(rpcPort)
-	args := []string{"--node-id", "p1", "--data-dir", t.TempDir(), "--rpc-listen", addr, "--metad-addrs", md.Addr,
-		"--tls.ca", files.CA, "--tls.cert", files.Cert, "--tls.key", files.Key,
-		"--ops-host", "127.0.0.1", "--health-check-port", strconv.Itoa(healthPort), "--enable-exporter=false",
-		"--partitiond.segment-bytes", "65536", "--log.level", "warn"}
+	addr, health := looptest.FreeAddr(t), looptest.FreeAddr(t)
+	// This test binary is the partitiond binary (see TestMain).
+	c := proctest.New(t, proctest.Spec{Name: "partitiond", Path: os.Args[0], Env: []string{childEnv + "=1"}, HealthAddr: health,
+		Args: []string{"--node-id", "p1", "--data-dir", t.TempDir(), "--rpc-listen", addr, "--metad-addrs", md.Addr,
+			"--tls.ca", files.CA, "--tls.cert", files.Cert, "--tls.key", files.Key,
+			"--ops-host", "127.0.0.1", "--health-check-port", looptest.Port(health), "--enable-exporter=false",
+			"--partitiond.segment-bytes", "65536", "--log.level", "warn"}})
 
 	// A fresh connection per process: a dead server's connection sits in
 	// reconnect backoff.
@@ -131,7 +80,8 @@ func TestKill9KeepsAcknowledgedAppends(t *testing.T) {
 	var mu sync.Mutex
 	seq := 0
 	for round := 0; round < 3; round++ {
-		c := startChild(t, args, healthPort)
+		c.Start()
+		c.WaitReady(20 * time.Second)
 		client, closeConn := dial()
 		// Four concurrent appenders; kill while they run.
 		ctx, cancel := context.WithCancel(context.Background())
@@ -148,8 +98,7 @@ func TestKill9KeepsAcknowledgedAppends(t *testing.T) {
 					mu.Unlock()
 					r := wire.Record{Topic: "crash", Payload: payload}
 					b, _ := r.AppendTo(nil)
-					set := binary.BigEndian.AppendUint32(nil, uint32(len(b)))
-					set = append(set, b...)
+					set := recordtest.Append(nil, b)
 					cctx, ccancel := context.WithTimeout(ctx, 2*time.Second)
 					resp, err := client.Append(cctx, &partitionv1.AppendRequest{Topic: "crash", Partition: 0, LifecycleEpoch: 1, Acks: 1, Records: set, RecordCount: 1})
 					ccancel()
@@ -163,10 +112,7 @@ func TestKill9KeepsAcknowledgedAppends(t *testing.T) {
 			}()
 		}
 		time.Sleep(time.Duration(150+round*70) * time.Millisecond)
-		if err := c.cmd.Process.Signal(syscall.SIGKILL); err != nil {
-			t.Fatal(err)
-		}
-		c.cmd.Wait()
+		c.Kill()
 		time.Sleep(50 * time.Millisecond)
 		cancel()
 		wg.Wait()
@@ -179,7 +125,8 @@ func TestKill9KeepsAcknowledgedAppends(t *testing.T) {
 		t.Fatalf("only %d appends acknowledged before the kills", n)
 	}
 
-	c := startChild(t, args, healthPort)
+	c.Start()
+	c.WaitReady(20 * time.Second)
 	client, closeConn := dial()
 	defer closeConn()
 	var from uint64
@@ -189,23 +136,13 @@ func TestKill9KeepsAcknowledgedAppends(t *testing.T) {
 		resp, err := client.Fetch(cctx, &partitionv1.FetchRequest{Topic: "crash", Partition: 0, Offset: from})
 		ccancel()
 		if err != nil {
-			t.Fatalf("fetch %d: %v\n%s", from, err, c.out.String())
+			t.Fatalf("fetch %d: %v\n%s", from, err, c.LogTail(4000))
 		}
-		set := resp.GetRecords()
-		for len(set) > 0 {
-			rec, rest, ok, bad := record.Next(set)
-			if !ok || bad {
-				t.Fatal("malformed record set")
-			}
-			v, err := wire.ParseRecord(rec)
-			if err != nil {
-				t.Fatal(err)
-			}
+		for _, v := range recordtest.Records(t, resp.GetRecords()) {
 			if v.Offset() != uint64(len(got)) {
 				t.Fatalf("offset %d at position %d: offsets not dense", v.Offset(), len(got))
 			}
 			got = append(got, append([]byte(nil), v.Payload()...))
-			set = rest
 		}
 		if resp.GetNextOffset() == from {
 			break
@@ -231,10 +168,7 @@ func TestKill9KeepsAcknowledgedAppends(t *testing.T) {
 	}
 	t.Logf("%d acknowledged of %d stored records survived 3 kill -9 cycles", n, len(got))
 
-	if err := c.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.cmd.Wait(); err != nil {
-		t.Fatalf("graceful stop: %v\n%s", err, c.out.String())
+	if err := c.Stop(30 * time.Second); err != nil {
+		t.Fatalf("graceful stop: %v\n%s", err, c.LogTail(4000))
 	}
 }

@@ -95,10 +95,7 @@ func TestIdempotenceRules(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			e := newNodeEnv(t)
-			n := e.open(t)
-			defer n.Close()
-			p := mustCreate(t, n, "idem", 0, TopicConfig{})
+			_, p := openPartition(t, "idem", 0, TopicConfig{})
 			var results []AppendResult
 			for i, s := range tc.steps {
 				leo := p.log.EndOffset()
@@ -135,9 +132,7 @@ func TestIdempotenceRules(t *testing.T) {
 }
 
 func TestStaleProducerEpochCarriesFields(t *testing.T) {
-	n := newNodeEnv(t).open(t)
-	defer n.Close()
-	p := mustCreate(t, n, "idem", 0, TopicConfig{})
+	_, p := openPartition(t, "idem", 0, TopicConfig{})
 	if _, err := idemAppend(t, p, idem{pid: "prod-7", epoch: 3, base: 1, n: 1}, AcksAll); err != nil {
 		t.Fatal(err)
 	}
@@ -152,9 +147,7 @@ func TestStaleProducerEpochCarriesFields(t *testing.T) {
 }
 
 func TestSeqZeroDisablesDedup(t *testing.T) {
-	n := newNodeEnv(t).open(t)
-	defer n.Close()
-	p := mustCreate(t, n, "idem", 0, TopicConfig{})
+	_, p := openPartition(t, "idem", 0, TopicConfig{})
 	for i := range 3 {
 		res, err := idemAppend(t, p, idem{pid: "a", base: 0, n: 1}, AcksAll)
 		if err != nil || res.Duplicate || res.BaseOffset != uint64(i) {
@@ -168,9 +161,7 @@ func TestSeqZeroDisablesDedup(t *testing.T) {
 }
 
 func TestIdempotenceRequiresAcksAllBeforeAnySequenceChange(t *testing.T) {
-	n := newNodeEnv(t).open(t)
-	defer n.Close()
-	p := mustCreate(t, n, "idem", 0, TopicConfig{})
+	_, p := openPartition(t, "idem", 0, TopicConfig{})
 	for _, acks := range []int32{AcksNone, AcksLeader} {
 		_, err := idemAppend(t, p, idem{pid: "a", base: 1, n: 1}, acks)
 		e := wantCode(t, err, errcode.IdempotenceRequiresAcksAll)
@@ -265,9 +256,7 @@ func TestDedupWindowSurvivesRestart(t *testing.T) {
 }
 
 func TestAcksValidation(t *testing.T) {
-	n := newNodeEnv(t).open(t)
-	defer n.Close()
-	p := mustCreate(t, n, "acks", 0, TopicConfig{})
+	_, p := openPartition(t, "acks", 0, TopicConfig{})
 	set, cnt := payloads(t, "acks", "x")
 	cases := []struct {
 		name    string
@@ -330,9 +319,7 @@ func TestAcksZeroAppendsDurably(t *testing.T) {
 }
 
 func TestAppendValidation(t *testing.T) {
-	n := newNodeEnv(t).open(t)
-	defer n.Close()
-	p := mustCreate(t, n, "val", 0, TopicConfig{})
+	n, p := openPartition(t, "val", 0, TopicConfig{})
 	c := mustCreate(t, n, "cmp", 0, TopicConfig{CleanupPolicy: PolicyCompact})
 	good, _ := payloads(t, "val", "x")
 	cases := []struct {
@@ -361,9 +348,7 @@ func TestAppendValidation(t *testing.T) {
 }
 
 func TestAppendSetsPartitionAndOffsets(t *testing.T) {
-	n := newNodeEnv(t).open(t)
-	defer n.Close()
-	p := mustCreate(t, n, "part", 3, TopicConfig{})
+	_, p := openPartition(t, "part", 3, TopicConfig{})
 	appendPayloads(t, p, "a", "b")
 	appendPayloads(t, p, "c")
 	got := fetchAll(t, p, 0)

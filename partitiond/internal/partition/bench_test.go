@@ -5,7 +5,6 @@ package partition
 import (
 	"bytes"
 	"context"
-	"encoding/binary"
 	"os"
 	"path/filepath"
 	"sort"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/strataio/strata/libs/wire"
+	"github.com/strataio/strata/partitiond/internal/recordtest"
 )
 
 // Storage-layer benchmarks on the real disk (b.TempDir()), with the
@@ -33,18 +33,7 @@ var benchSizes = []struct {
 
 func benchRecordSet(b *testing.B, topic string, n, size int) []byte {
 	b.Helper()
-	var set []byte
-	payload := bytes.Repeat([]byte{'p'}, size)
-	for i := 0; i < n; i++ {
-		r := wire.Record{Topic: topic, Payload: payload, Timestamp: 1}
-		rec, err := r.AppendTo(nil)
-		if err != nil {
-			b.Fatal(err)
-		}
-		set = binary.BigEndian.AppendUint32(set, uint32(len(rec)))
-		set = append(set, rec...)
-	}
-	return set
+	return recordtest.Repeat(b, wire.Record{Topic: topic, Payload: bytes.Repeat([]byte{'p'}, size), Timestamp: 1}, n)
 }
 
 func benchNode(b *testing.B) *Node {

@@ -73,7 +73,7 @@ func TestRetentionRollsIdleActiveSegment(t *testing.T) {
 	if !rep[0].Rolled || rep[0].DeletedSegments != 1 {
 		t.Fatalf("report %+v", rep[0])
 	}
-	if o, _ := p.ListOffsets(); o != (Offsets{Earliest: 2, Latest: 2, LEO: 2, HWM: 2}) {
+	if o, _ := p.ListOffsets(); o != (Offsets{Earliest: 2, Latest: 2, LEO: 2, HWM: 2, LSO: 2}) {
 		t.Fatalf("offsets %+v", o)
 	}
 	if r, err := p.Fetch(context.Background(), &FetchRequest{Offset: 2}); err != nil || r.RecordCount != 0 {
@@ -372,5 +372,41 @@ func TestCompactionCrashBeforeIndexRewrite(t *testing.T) {
 		if got[i] != live[i] {
 			t.Fatalf("record %d differs", i)
 		}
+	}
+}
+
+// TestBeforeRetentionHook: the hook sees the new log start before the
+// segments go; a failing hook keeps them (the rest of the pass still runs)
+// until a pass where it succeeds.
+func TestBeforeRetentionHook(t *testing.T) {
+	var fail atomic.Bool
+	var seen atomic.Uint64
+	e := newNodeEnv(t, smallSegments, func(c *NodeConfig) {
+		c.BeforeRetention = func(p *Partition, newStart uint64) error {
+			seen.Store(newStart)
+			if fail.Load() {
+				return fmt.Errorf("heads not saved")
+			}
+			if p.LogStartOffset() != 0 {
+				return fmt.Errorf("the hook ran after the deletion")
+			}
+			return nil
+		}
+	})
+	n := e.open(t)
+	defer n.Close()
+	p := mustCreate(t, n, "hook", 0, TopicConfig{RetentionBytes: 3 << 10})
+	for i := range 60 {
+		appendBig(t, p, i)
+	}
+	fail.Store(true)
+	rep := n.Maintain(context.Background())
+	if rep[0].Err == nil || rep[0].DeletedSegments != 0 || p.LogStartOffset() != 0 || seen.Load() == 0 {
+		t.Fatalf("failing hook: report %+v, log start %d", rep[0], p.LogStartOffset())
+	}
+	fail.Store(false)
+	rep = n.Maintain(context.Background())
+	if rep[0].Err != nil || rep[0].DeletedSegments == 0 || p.LogStartOffset() != seen.Load() {
+		t.Fatalf("hook: report %+v, log start %d, hook saw %d", rep[0], p.LogStartOffset(), seen.Load())
 	}
 }

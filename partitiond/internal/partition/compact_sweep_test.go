@@ -3,14 +3,11 @@ package partition
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
-	"os"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
-	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
 	"github.com/strataio/strata/partitiond/internal/clock"
 )
 
@@ -31,21 +28,18 @@ func compactSweepKey(i int) string { return fmt.Sprintf("k%d", i%4) }
 // its key that is there (what compaction may remove, and nothing else).
 func TestCompactionCrashPointSweep(t *testing.T) {
 	t.Parallel()
-	pcts := []int{0, 100}
-	if os.Getenv("STRATA_LONG") != "" {
-		pcts = []int{0, 25, 50, 75, 100}
-	}
-	cfg := func(logFS, stateFS vfs.FS) NodeConfig {
-		return NodeConfig{Dir: "/data", FS: logFS, StateFS: stateFS, Clock: clock.NewManual(t0),
-			Defaults:           Defaults{SegmentBytes: 1024, IndexInterval: 128, DeleteRetention: time.Hour},
-			CompactionEligible: func(CompactionFacts) (bool, string) { return true, "" }}
-	}
 	type ack struct {
 		i   int
 		off uint64
 	}
+	sweep := nodeSweep[ack]{topic: "cs", seed: 11}
+	sweep.config = func(logFS, stateFS vfs.FS) NodeConfig {
+		return NodeConfig{Dir: "/data", FS: logFS, StateFS: stateFS, Clock: clock.NewManual(t0),
+			Defaults:           Defaults{SegmentBytes: 1024, IndexInterval: 128, DeleteRetention: time.Hour},
+			CompactionEligible: func(CompactionFacts) (bool, string) { return true, "" }}
+	}
 	workload := func(logFS, stateFS vfs.FS) (acks []ack, compactions int) {
-		n, err := Open(context.Background(), cfg(logFS, stateFS))
+		n, err := Open(context.Background(), sweep.config(logFS, stateFS))
 		if err != nil {
 			return nil, 0
 		}
@@ -72,101 +66,49 @@ func TestCompactionCrashPointSweep(t *testing.T) {
 		}
 		return acks, compactions
 	}
-	newMems := func() (*vfs.MemFS, *vfs.MemFS) {
-		a, b := vfs.NewCrashableMem(), vfs.NewCrashableMem()
-		for _, m := range []*vfs.MemFS{a, b} {
-			if err := m.MkdirAll("/data", 0o755); err != nil {
-				t.Fatal(err)
+	sweep.workload = func(logFS, stateFS vfs.FS) []ack {
+		acks, _ := workload(logFS, stateFS)
+		return acks
+	}
+	sweep.check = func(p *Partition, acks []ack, fail func(format string, args ...any)) {
+		got := fetchAll(t, p, 0)
+		at := map[uint64]decoded{}
+		latest := map[string]uint64{} // key → highest offset present
+		prev := int64(-1)
+		for _, d := range got {
+			if int64(d.offset) <= prev {
+				fail("offsets not increasing at %d", d.offset)
+				return
 			}
-			if err := fsyncDir(m, "/"); err != nil {
-				t.Fatal(err)
+			prev = int64(d.offset)
+			var i int
+			if _, err := fmt.Sscanf(d.payload, "i=%d ", &i); err != nil || d.payload != compactSweepValue(i) || d.key != compactSweepKey(i) {
+				fail("record %d was not sent: %q", d.offset, d.payload)
+				return
+			}
+			at[d.offset] = d
+			latest[d.key] = d.offset
+		}
+		for _, a := range acks {
+			key := compactSweepKey(a.i)
+			if d, ok := at[a.off]; ok {
+				if d.payload != compactSweepValue(a.i) {
+					fail("acknowledged offset %d holds %q", a.off, d.payload)
+					return
+				}
+				continue
+			}
+			if l, ok := latest[key]; !ok || l < a.off {
+				fail("acknowledged record %d (key %s) lost without a later value of its key", a.off, key)
+				return
 			}
 		}
-		return a, b
 	}
-	logMem, stateMem := newMems()
-	count := &crashPoint{k: -1}
-	_, compactions := workload(errorfs.Wrap(logMem, count), errorfs.Wrap(stateMem, stateCrash{count}))
+	var compactions int
+	_, _, total := countNodeOps(t, func(logFS, stateFS vfs.FS) { _, compactions = workload(logFS, stateFS) })
 	if compactions < 2 {
 		t.Fatalf("the workload compacted %d times; the sweep would not exercise compaction", compactions)
 	}
-	total := count.ops
-	step := 1
-	if testing.Short() {
-		step = 5
-	}
-	points, violations := 0, 0
-	perPct := map[int]int{}
-	start := time.Now()
-	for _, pct := range pcts {
-		for k := 0; k < total+3; k += step {
-			logMem, stateMem := newMems()
-			cp := &crashPoint{k: k, pct: pct, rng: rand.New(rand.NewPCG(uint64(k), 11)), mems: []*vfs.MemFS{stateMem, logMem},
-				allOrNothing: map[int]bool{0: true}}
-			acks, _ := workload(errorfs.Wrap(logMem, cp), errorfs.Wrap(stateMem, stateCrash{cp}))
-			if !cp.crashed {
-				continue
-			}
-			points++
-			perPct[pct]++
-			fail := func(format string, args ...any) {
-				violations++
-				t.Errorf("crash at op %d (unsynced kept %d%%): %s", k, pct, fmt.Sprintf(format, args...))
-			}
-			n, err := Open(context.Background(), cfg(cp.clones[1], cp.clones[0]))
-			if err != nil {
-				fail("node recovery: %v", err)
-				continue
-			}
-			func() {
-				defer n.Close()
-				p, err := n.Partition("cs", 0)
-				if err != nil {
-					if len(acks) > 0 {
-						fail("partition with acknowledged data missing: %v", err)
-					}
-					return
-				}
-				if err := p.log.Verify(); err != nil {
-					fail("verify: %v", err)
-					return
-				}
-				got := fetchAll(t, p, 0)
-				at := map[uint64]decoded{}
-				latest := map[string]uint64{} // key → highest offset present
-				prev := int64(-1)
-				for _, d := range got {
-					if int64(d.offset) <= prev {
-						fail("offsets not increasing at %d", d.offset)
-						return
-					}
-					prev = int64(d.offset)
-					var i int
-					if _, err := fmt.Sscanf(d.payload, "i=%d ", &i); err != nil || d.payload != compactSweepValue(i) || d.key != compactSweepKey(i) {
-						fail("record %d was not sent: %q", d.offset, d.payload)
-						return
-					}
-					at[d.offset] = d
-					latest[d.key] = d.offset
-				}
-				for _, a := range acks {
-					key := compactSweepKey(a.i)
-					if d, ok := at[a.off]; ok {
-						if d.payload != compactSweepValue(a.i) {
-							fail("acknowledged offset %d holds %q", a.off, d.payload)
-							return
-						}
-						continue
-					}
-					if l, ok := latest[key]; !ok || l < a.off {
-						fail("acknowledged record %d (key %s) lost without a later value of its key", a.off, key)
-						return
-					}
-				}
-			}()
-		}
-	}
-	t.Logf("compaction crash-point sweep: %d file operations (logs and state store), %d compaction passes, %d crash points checked (x%d unsynced shares), %d violations, %v",
-		total, compactions, points, len(pcts), violations, time.Since(start).Round(time.Millisecond))
-	checkSweepCoverage(t, perPct, pcts, total, step)
+	sweep.name = fmt.Sprintf("compaction crash-point sweep (logs and state store, %d compaction passes)", compactions)
+	sweep.run(t, total)
 }

@@ -118,6 +118,11 @@ type NodeConfig struct {
 	// cleanup policy, LEO and HWM in agreement); reason names why not and
 	// becomes the metric's reason label. Nil means never eligible.
 	CompactionEligible func(CompactionFacts) (ok bool, reason string)
+	// BeforeRetention, when set, runs before retention deletes segments of
+	// p, moving its log start to newStart: state derived from the log that
+	// must outlive the deleted records is saved there (the stream heads of
+	// event sourcing). An error keeps the segments until the next pass.
+	BeforeRetention func(p *Partition, newStart uint64) error
 	// OnStorageFailure is told when a partition fences itself after an I/O
 	// or fdatasync failure. It must not call back into the partition.
 	OnStorageFailure func(topic string, partition int32, err error)

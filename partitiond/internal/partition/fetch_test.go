@@ -10,9 +10,7 @@ import (
 )
 
 func TestFetchEdges(t *testing.T) {
-	n := newNodeEnv(t).open(t)
-	defer n.Close()
-	empty := mustCreate(t, n, "empty", 0, TopicConfig{})
+	n, empty := openPartition(t, "empty", 0, TopicConfig{})
 	p := mustCreate(t, n, "full", 0, TopicConfig{})
 	for i := 0; i < 10; i += 2 {
 		appendPayloads(t, p, payloadN(i), payloadN(i+1))
@@ -100,9 +98,7 @@ func TestFetchBelowRetainedLogIsOutOfRange(t *testing.T) {
 }
 
 func TestFetchLongPollWakesOnAppend(t *testing.T) {
-	n := newNodeEnv(t).open(t)
-	defer n.Close()
-	p := mustCreate(t, n, "poll", 0, TopicConfig{})
+	_, p := openPartition(t, "poll", 0, TopicConfig{})
 	appendPayloads(t, p, "first")
 	type answer struct {
 		r   FetchResult
@@ -134,9 +130,7 @@ func TestFetchLongPollWakesOnAppend(t *testing.T) {
 }
 
 func TestFetchLongPollTimesOut(t *testing.T) {
-	n := newNodeEnv(t).open(t)
-	defer n.Close()
-	p := mustCreate(t, n, "poll", 0, TopicConfig{})
+	_, p := openPartition(t, "poll", 0, TopicConfig{})
 	appendPayloads(t, p, "only")
 	start := time.Now()
 	r, err := p.Fetch(context.Background(), &FetchRequest{Offset: 1, Wait: 30 * time.Millisecond})
@@ -149,9 +143,7 @@ func TestFetchLongPollTimesOut(t *testing.T) {
 }
 
 func TestFetchLongPollEndsWithContext(t *testing.T) {
-	n := newNodeEnv(t).open(t)
-	defer n.Close()
-	p := mustCreate(t, n, "poll", 0, TopicConfig{})
+	_, p := openPartition(t, "poll", 0, TopicConfig{})
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() { time.Sleep(10 * time.Millisecond); cancel() }()
 	_, err := p.Fetch(ctx, &FetchRequest{Offset: 0, Wait: time.Minute})
@@ -159,9 +151,7 @@ func TestFetchLongPollEndsWithContext(t *testing.T) {
 }
 
 func TestFetchLongPollEndsWhenPartitionDeleted(t *testing.T) {
-	n := newNodeEnv(t).open(t)
-	defer n.Close()
-	p := mustCreate(t, n, "poll", 0, TopicConfig{})
+	n, p := openPartition(t, "poll", 0, TopicConfig{})
 	done := make(chan error, 1)
 	go func() {
 		_, err := p.Fetch(context.Background(), &FetchRequest{Offset: 0, Wait: time.Minute})
@@ -180,14 +170,12 @@ func TestFetchLongPollEndsWhenPartitionDeleted(t *testing.T) {
 }
 
 func TestListOffsets(t *testing.T) {
-	n := newNodeEnv(t).open(t)
-	defer n.Close()
-	p := mustCreate(t, n, "lo", 0, TopicConfig{})
+	_, p := openPartition(t, "lo", 0, TopicConfig{})
 	if o, _ := p.ListOffsets(); o != (Offsets{}) {
 		t.Fatalf("%+v", o)
 	}
 	appendPayloads(t, p, "a", "b", "c")
-	if o, _ := p.ListOffsets(); o != (Offsets{Earliest: 0, Latest: 3, LEO: 3, HWM: 3}) {
+	if o, _ := p.ListOffsets(); o != (Offsets{Earliest: 0, Latest: 3, LEO: 3, HWM: 3, LSO: 3}) {
 		t.Fatalf("%+v", o)
 	}
 }

@@ -3,7 +3,6 @@ package partition
 import (
 	"bytes"
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -15,7 +14,7 @@ import (
 	"github.com/strataio/strata/libs/errcode"
 	"github.com/strataio/strata/libs/wire"
 	"github.com/strataio/strata/partitiond/internal/clock"
-	"github.com/strataio/strata/partitiond/internal/record"
+	"github.com/strataio/strata/partitiond/internal/recordtest"
 	"go.uber.org/goleak"
 )
 
@@ -70,6 +69,15 @@ func (e *nodeEnv) open(t testing.TB) *Node {
 	return n
 }
 
+// openPartition opens a node on a fresh in-memory env, closed when t ends,
+// and creates partition id of topic with cfg on it.
+func openPartition(t testing.TB, topic string, id int32, cfg TopicConfig) (*Node, *Partition) {
+	t.Helper()
+	n := newNodeEnv(t).open(t)
+	t.Cleanup(func() { n.Close() })
+	return n, mustCreate(t, n, topic, id, cfg)
+}
+
 func mustCreate(t testing.TB, n *Node, topic string, id int32, cfg TopicConfig) *Partition {
 	t.Helper()
 	p, err := n.CreatePartition(context.Background(), PartitionSpec{Topic: topic, Partition: id, Config: cfg})
@@ -90,17 +98,11 @@ type rec struct {
 // offset fields are left for the partition to fill.
 func recordSet(t testing.TB, topic string, recs ...rec) []byte {
 	t.Helper()
-	var set []byte
-	for _, r := range recs {
-		w := wire.Record{Topic: topic, Payload: r.payload, Key: r.key, Timestamp: r.ts, Partition: 99}
-		b, err := w.AppendTo(nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		set = binary.BigEndian.AppendUint32(set, uint32(len(b)))
-		set = append(set, b...)
+	ws := make([]wire.Record, len(recs))
+	for i, r := range recs {
+		ws[i] = wire.Record{Topic: topic, Payload: r.payload, Key: r.key, Timestamp: r.ts, Partition: 99}
 	}
-	return set
+	return recordtest.Set(t, ws...)
 }
 
 func payloads(t testing.TB, topic string, ps ...string) ([]byte, uint32) {
@@ -133,18 +135,9 @@ type decoded struct {
 func decode(t testing.TB, set []byte) []decoded {
 	t.Helper()
 	var out []decoded
-	for len(set) > 0 {
-		r, rest, ok, bad := record.Next(set)
-		if !ok || bad {
-			t.Fatalf("malformed record set")
-		}
-		v, err := wire.ParseRecord(r)
-		if err != nil {
-			t.Fatal(err)
-		}
+	for _, v := range recordtest.Records(t, set) {
 		k, _ := v.Key()
 		out = append(out, decoded{offset: v.Offset(), partition: v.Partition(), key: string(k), payload: string(v.Payload())})
-		set = rest
 	}
 	return out
 }

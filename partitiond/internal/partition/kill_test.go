@@ -4,11 +4,10 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"encoding/binary"
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -17,8 +16,9 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/strataio/strata/libs/proctest"
 	"github.com/strataio/strata/libs/wire"
-	"github.com/strataio/strata/partitiond/internal/record"
+	"github.com/strataio/strata/partitiond/internal/recordtest"
 )
 
 // The kill -9 test re-executes the test binary as a child that appends to a
@@ -91,9 +91,7 @@ func crashChild() int {
 				cnt := 1 + int(id%19)
 				var set []byte
 				for i := range cnt {
-					rec := crashRecord(0, id, i, cnt)
-					set = binary.BigEndian.AppendUint32(set, uint32(len(rec)))
-					set = append(set, rec...)
+					set = recordtest.Append(set, crashRecord(0, id, i, cnt))
 				}
 				res, err := p.Append(context.Background(), &AppendRequest{Acks: AcksLeader, Records: set, RecordCount: uint32(cnt)})
 				if err != nil {
@@ -127,33 +125,16 @@ func TestKillNineAckedAppendsSurvive(t *testing.T) {
 		iterations = 300
 	}
 	dir := t.TempDir()
+	logPath := filepath.Join(t.TempDir(), "crash-child.log") // stderr of every child
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 7))
 	var acked []ackedBatch
 	var verified crashVerified
 	kills, midStartup, killedWhileAppending := 0, 0, 0
 	start := time.Now()
 	for iter := range iterations {
-		cmd := exec.Command(os.Args[0])
-		cmd.Env = append(os.Environ(), crashChildEnv+"="+dir, crashIterEnv+"="+strconv.Itoa(iter+1))
-		stdout, err := cmd.StdoutPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		var stderr bytes.Buffer
-		cmd.Stderr = &stderr
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		lines := make(chan string, 1024)
-		readDone := make(chan struct{})
-		go func() {
-			defer close(readDone)
-			defer close(lines)
-			sc := bufio.NewScanner(stdout)
-			for sc.Scan() {
-				lines <- sc.Text()
-			}
-		}()
+		child := proctest.Start(t, proctest.Spec{Name: "crash-child", Path: os.Args[0], LogPath: logPath, Lines: true,
+			Env: []string{crashChildEnv + "=" + dir, crashIterEnv + "=" + strconv.Itoa(iter+1)}})
+		lines := child.Lines()
 		var got []ackedBatch
 		// One kill in ten lands during startup or recovery, the rest while
 		// appends are in flight.
@@ -182,16 +163,14 @@ func TestKillNineAckedAppendsSurvive(t *testing.T) {
 				break wait
 			}
 		}
-		_ = cmd.Process.Signal(syscall.SIGKILL)
+		child.Kill()
 		for l := range lines { // drain what the child wrote before dying
 			if b, ok := parseAck(l); ok {
 				got = append(got, b)
 			}
 		}
-		<-readDone
-		werr := cmd.Wait()
-		if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() {
-			t.Fatalf("iteration %d: child ended on its own (%v): %s", iter, werr, stderr.String())
+		if ws, ok := child.ExitState().Sys().(syscall.WaitStatus); !ok || !ws.Signaled() {
+			t.Fatalf("iteration %d: child ended on its own (%v): %s", iter, child.ExitState(), child.Log())
 		}
 		kills++
 		if len(got) > 0 {
@@ -282,21 +261,12 @@ func verifyCrashLog(t *testing.T, dir string, acked, fresh []ackedBatch, v *cras
 	}
 	raw := readRaw(t, p, v.end, off.LEO)
 	records := map[uint64][]byte{}
-	set := raw
-	for next := v.end; len(set) > 0; next++ {
-		rb, rest, ok, _ := record.Next(set)
-		if !ok {
-			t.Fatal("malformed record set")
-		}
-		rv, err := wire.ParseRecord(rb)
-		if err != nil {
-			t.Fatal(err)
-		}
+	for j, rv := range recordtest.Records(t, raw) {
+		next := v.end + uint64(j)
 		if rv.Offset() != next {
 			t.Fatalf("offsets not dense: got %d, want %d", rv.Offset(), next)
 		}
-		records[next] = rb
-		set = rest
+		records[next] = rv.Bytes()
 	}
 	if uint64(len(records)) != off.LEO-v.end {
 		t.Fatalf("read %d records from %d, log end %d", len(records), v.end, off.LEO)

@@ -13,9 +13,7 @@ import (
 )
 
 func TestCreatePartitionIsIdempotent(t *testing.T) {
-	n := newNodeEnv(t).open(t)
-	defer n.Close()
-	p := mustCreate(t, n, "t", 0, TopicConfig{})
+	n, p := openPartition(t, "t", 0, TopicConfig{})
 	appendPayloads(t, p, "a")
 	q, err := n.CreatePartition(context.Background(), PartitionSpec{Topic: "t", Partition: 0, LeaderEpoch: 4,
 		Config: TopicConfig{RetentionHours: 5}})
@@ -267,9 +265,7 @@ func TestDeleteResumedAtStartup(t *testing.T) {
 }
 
 func TestLifecycleEpochOnCreate(t *testing.T) {
-	n := newNodeEnv(t).open(t)
-	defer n.Close()
-	p := mustCreate(t, n, "t", 0, TopicConfig{})
+	n, p := openPartition(t, "t", 0, TopicConfig{})
 	appendPayloads(t, p, "a")
 	q, err := n.CreatePartition(context.Background(), PartitionSpec{Topic: "t", Partition: 0, LifecycleEpoch: 3})
 	if err != nil {

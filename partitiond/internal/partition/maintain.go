@@ -114,14 +114,27 @@ func (p *Partition) maintain(ctx context.Context) PartitionReport {
 		for _, s := range segs {
 			total += s.Size
 		}
+		// Only segments wholly below the high watermark go: above it, a
+		// follower may not have copied the records yet (Kafka keeps the log
+		// start at or below the HWM too), and an uncommitted tail is not
+		// the retention's to drop.
+		hwm := p.highWatermark()
 		for _, s := range segs[:len(segs)-1] {
 			byTime := retTime > 0 && nowMs-s.MaxAppendTime > retTime.Milliseconds()
 			byBytes := retBytes >= 0 && total-s.Size >= retBytes
-			if !byTime && !byBytes {
+			if (!byTime && !byBytes) || s.Next > hwm {
 				break
 			}
 			del++
 			total -= s.Size
+		}
+		if del > 0 && n.cfg.BeforeRetention != nil {
+			if err := n.cfg.BeforeRetention(p, segs[del].Base); err != nil {
+				// The segments stay until a pass where the hook succeeds;
+				// the rest of the pass goes on.
+				rep.Err = err
+				del = 0
+			}
 		}
 		if del > 0 {
 			// The deleted segments may hold the only copy of producer
@@ -138,6 +151,7 @@ func (p *Partition) maintain(ctx context.Context) PartitionReport {
 			if err != nil {
 				return fail(p.storageErr(err))
 			}
+			p.txns.TrimBelow(p.log.StartOffset())
 		}
 	}
 	if hasCompact(policy) {
@@ -175,7 +189,9 @@ func (p *Partition) compact(ctx context.Context, policy string, now time.Time) (
 	if err != nil {
 		return CompactionFailed, "checkpoint", seglog.CompactResult{}
 	}
-	res, err := p.log.Compact(seglog.CompactOptions{Now: now, DeleteRetention: n.cfg.Defaults.DeleteRetention, UpTo: min(hwm, covered)})
+	// Never past the LSO: an undecided transaction's records are not
+	// compacted before its marker decides them.
+	res, err := p.log.Compact(seglog.CompactOptions{Now: now, DeleteRetention: n.cfg.Defaults.DeleteRetention, UpTo: min(p.txns.LSO(hwm), covered)})
 	if err != nil {
 		n.log.Error("compaction failed", "topic", p.topic, "partition", p.id, "err", err)
 		if errors.Is(err, errcode.StorageCorrupt) {

@@ -2,8 +2,6 @@ package partition
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"log/slog"
 	"math"
 	"strconv"
@@ -12,7 +10,9 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/strataio/strata/libs/errcode"
+	"github.com/strataio/strata/libs/pace"
 	"github.com/strataio/strata/partitiond/internal/clock"
 	"github.com/strataio/strata/partitiond/internal/fsys"
 	"github.com/strataio/strata/partitiond/internal/producer"
@@ -48,7 +48,8 @@ type Node struct {
 	cache     *seglog.ReaderCache
 
 	// mu guards the registry; lifecycle operations hold lifeMu for their
-	// whole duration so they never interleave.
+	// whole duration so they never interleave. The lock order of the whole
+	// engine is in partitiond/LOCKS.md.
 	mu     sync.RWMutex
 	lifeMu sync.Mutex
 	parts  map[key]*Partition
@@ -61,9 +62,19 @@ type Node struct {
 	compactMu       sync.Mutex
 	compactRuns     map[[2]string]uint64
 
-	loopStop chan struct{}
+	loopStop context.CancelFunc
 	loopDone chan struct{}
+
+	// durable fires whenever any partition's durable end advances.
+	durable signal
+	// fsync is the latency histogram of the logs' fdatasyncs.
+	fsync prometheus.Histogram
 }
+
+// DurableChanged returns a channel closed at the next durable-end advance of
+// any partition of the node: one wait for a follower's long poll over many
+// partitions.
+func (n *Node) DurableChanged() <-chan struct{} { return n.durable.wait() }
 
 // Open opens the node's storage under cfg.Dir: the state store, then every
 // partition it lists (recovering each log), resuming deletes and truncates
@@ -107,6 +118,7 @@ func Open(ctx context.Context, cfg NodeConfig) (*Node, error) {
 		failed:      make(map[key]error),
 		orphans:     make(map[string]bool),
 		compactRuns: make(map[[2]string]uint64),
+		fsync:       newFsyncHistogram(),
 	}
 	if err := fs.MkdirAll(n.logsDir); err != nil {
 		return nil, errcode.StorageUnavailable.New("create " + n.logsDir + ": " + err.Error())
@@ -126,8 +138,9 @@ func Open(ctx context.Context, cfg NodeConfig) (*Node, error) {
 		return nil, err
 	}
 	if cfg.MaintenanceInterval > 0 {
-		n.loopStop, n.loopDone = make(chan struct{}), make(chan struct{})
-		go n.maintenanceLoop(cfg.MaintenanceInterval)
+		ctx, stop := context.WithCancel(context.Background())
+		n.loopStop, n.loopDone = stop, make(chan struct{})
+		go n.maintenanceLoop(ctx, cfg.MaintenanceInterval)
 	}
 	return n, nil
 }
@@ -187,8 +200,25 @@ func (n *Node) removeDir(name string) error {
 	return n.fs.SyncDir(n.logsDir)
 }
 
-func dirName(topic string, p int32, epoch uint64, now time.Time) string {
-	return fmt.Sprintf("%s-%d-%d-%x", topic, p, epoch, now.UnixNano())
+// ensurePartitionFile writes the directory's partition.json when it is
+// missing: at creation, and once for a directory of the layout before the
+// file existed (a failure there only warns: the state store, not the file,
+// is what the node reads).
+func (n *Node) ensurePartitionFile(dir string, m statestore.Meta) error {
+	exists, err := n.fs.Exists(n.fs.Join(dir, PartitionFile))
+	if err == nil && exists {
+		return nil
+	}
+	if err == nil {
+		err = writePartitionFile(n.fs, dir, m.Topic, m.Partition, m.LifecycleEpoch)
+	}
+	if err != nil && m.State == statestore.StateCreating {
+		return err
+	}
+	if err != nil {
+		n.log.Warn("partition.json not written", "topic", m.Topic, "partition", m.Partition, "err", err)
+	}
+	return nil
 }
 
 // openPartition opens (creating when the meta says so) a partition's log and
@@ -211,7 +241,11 @@ func (n *Node) openPartition(m statestore.Meta) (*Partition, error) {
 			return nil, errcode.StorageUnavailable.New("sync " + n.logsDir + ": " + err.Error())
 		}
 	}
+	if err := n.ensurePartitionFile(dir, m); err != nil {
+		return nil, err
+	}
 	p := &Partition{node: n, topic: m.Topic, id: m.Partition}
+	p.hwmCap.Store(NoHWMCap)
 	d := n.cfg.Defaults
 	l, err := seglog.Open(seglog.Config{
 		Dir: dir, FS: n.fs, Clock: n.clock, Syncer: n.syncer, Cache: n.cache, Inspector: n.inspector,
@@ -219,20 +253,11 @@ func (n *Node) openPartition(m statestore.Meta) (*Partition, error) {
 		SegmentBytes: d.SegmentBytes, SegmentAge: d.SegmentAge, IndexInterval: d.IndexInterval,
 		VerifyAll: n.cfg.VerifyOnOpen,
 		OnFence:   p.onFence,
+		OnDurable: n.durable.fire,
+		OnSync:    func(d time.Duration) { n.fsync.Observe(d.Seconds()) },
 	})
 	if err != nil {
-		var e *errcode.Error
-		if errors.As(err, &e) {
-			c := *e
-			c.Fields = append([]errcode.Field(nil), e.Fields...)
-			for _, f := range []errcode.Field{{Key: "topic", Value: m.Topic}, {Key: "partition", Value: strconv.Itoa(int(m.Partition))}} {
-				if !hasField(c.Fields, f.Key) {
-					c.Fields = insertField(c.Fields, f)
-				}
-			}
-			return nil, &c
-		}
-		return nil, err
+		return nil, withPartition(err, m.Topic, m.Partition)
 	}
 	p.log = l
 	if m.State == statestore.StateCreating {
@@ -244,6 +269,10 @@ func (n *Node) openPartition(m statestore.Meta) (*Partition, error) {
 	}
 	p.meta.Store(&m)
 	if err := p.rebuildProducers(); err != nil {
+		_ = l.Close()
+		return nil, err
+	}
+	if err := p.rebuildTxns(); err != nil {
 		_ = l.Close()
 		return nil, err
 	}
@@ -591,7 +620,7 @@ func (n *Node) checkOpen() error {
 // state store. Requests in flight fail or finish; later ones fail.
 func (n *Node) Close() error {
 	if n.loopStop != nil {
-		close(n.loopStop)
+		n.loopStop()
 		<-n.loopDone
 		n.loopStop = nil
 	}
@@ -631,16 +660,9 @@ func (n *Node) closeAll() {
 	}
 }
 
-func (n *Node) maintenanceLoop(every time.Duration) {
+// maintenanceLoop runs Maintain every interval until ctx ends; a pass
+// that started finishes (it is not cancelled with the loop).
+func (n *Node) maintenanceLoop(ctx context.Context, every time.Duration) {
 	defer close(n.loopDone)
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-n.loopStop:
-			return
-		case <-t.C:
-			n.Maintain(context.Background())
-		}
-	}
+	pace.Every(ctx, every, func() { n.Maintain(context.Background()) })
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/strataio/strata/partitiond/internal/seglog"
 	"github.com/strataio/strata/partitiond/internal/segment"
 	"github.com/strataio/strata/partitiond/internal/statestore"
+	"github.com/strataio/strata/partitiond/internal/txnindex"
 )
 
 // Acks values (spec 4.6): -1 and "all" are aliases.
@@ -42,11 +43,25 @@ type AppendRequest struct {
 	BaseSequence  uint64
 	LastSequence  uint64
 	Idempotent    bool
+	// Transactional marks a write of an open transaction (TXN_PUBLISH through
+	// the coordinator): the producer epoch must have been added to the
+	// partition (AddTxn), BaseSequence > 0 is required and deduplicates
+	// whatever the topic's idempotence setting, acks must be all, and the
+	// records may carry transaction metadata (never control fields).
+	Transactional bool
 	// ISRSize and MinISR are the current in-sync replica count and the
 	// effective minimum (topic override, else broker min_insync_replicas);
 	// values <= 0 mean 1 (a standalone single replica).
 	ISRSize int
 	MinISR  int
+	// Guard, when set, runs under the partition's append lock right before
+	// the batch is written (after the lifecycle and leader checks); an error
+	// refuses the append. Appended runs under the same lock right after the
+	// write with the batch's first offset. Together they make a check and
+	// an append one step: APPEND_STREAM's version check
+	// (partitiond/internal/streams).
+	Guard    func() error
+	Appended func(base uint64)
 }
 
 // AppendResult answers an append.
@@ -62,8 +77,9 @@ type AppendResult struct {
 // Isolation is a fetch's isolation level.
 type Isolation uint8
 
-// Isolation levels. Until the transaction index exists Append refuses
-// transactional records, so both levels read the same records.
+// Isolation levels: read_committed stops at the last stable offset and
+// skips aborted transactional batches and control markers; read_uncommitted
+// reads the raw log up to the high watermark, markers included.
 const (
 	ReadCommitted Isolation = iota
 	ReadUncommitted
@@ -93,6 +109,8 @@ type FetchResult struct {
 	LogStartOffset uint64
 	HighWatermark  uint64
 	LogEndOffset   uint64
+	// LastStableOffset is the end read_committed readers see (<= HWM).
+	LastStableOffset uint64
 }
 
 // Offsets is a partition's offset range (spec 2.2).
@@ -105,6 +123,9 @@ type Offsets struct {
 	LEO uint64
 	// HWM is the next offset visible to committed readers.
 	HWM uint64
+	// LSO is the last stable offset: the first offset of the earliest
+	// undecided transaction, else the HWM. read_committed readers end there.
+	LSO uint64
 }
 
 const (
@@ -125,6 +146,10 @@ type Partition struct {
 	// write, record, as one step.
 	mu        sync.Mutex
 	producers *producer.Table
+	// txns is the transaction state (added epochs, open transactions, the
+	// LSO, the aborted index); mutated under mu, read by fetches under its
+	// own leaf lock.
+	txns *txnindex.Index
 
 	// maint excludes maintenance from lifecycle changes.
 	maint sync.Mutex
@@ -134,6 +159,15 @@ type Partition struct {
 
 	gone      atomic.Int32
 	goneEpoch atomic.Uint64
+
+	// Replication (replica.go): the HWM is min(durable end, hwmCap), kept
+	// monotonic in hwm; follower turns client appends off.
+	hwmCap     atomic.Uint64
+	hwm        atomic.Uint64
+	follower   atomic.Bool
+	hwmChanged signal
+	// rewinds counts follower truncations and skips (streamlog.go).
+	rewinds atomic.Uint64
 
 	// Maintenance bookkeeping (under maint).
 	ckptBase         uint64
@@ -192,12 +226,17 @@ func (p *Partition) check(epoch uint64) error {
 }
 
 // storageErr adds the partition to storage errors from the log.
-func (p *Partition) storageErr(err error) error {
+func (p *Partition) storageErr(err error) error { return withPartition(err, p.topic, p.id) }
+
+// withPartition returns a typed error with the topic and partition fields
+// added where err lacks them (a copy: err itself is not changed); an
+// untyped err is returned as it is.
+func withPartition(err error, topic string, id int32) error {
 	var e *errcode.Error
 	if errors.As(err, &e) {
 		c := *e
 		c.Fields = append([]errcode.Field(nil), e.Fields...)
-		for _, f := range []errcode.Field{{Key: "topic", Value: p.topic}, {Key: "partition", Value: strconv.Itoa(int(p.id))}} {
+		for _, f := range []errcode.Field{{Key: "topic", Value: topic}, {Key: "partition", Value: strconv.Itoa(int(id))}} {
 			if !hasField(c.Fields, f.Key) {
 				c.Fields = insertField(c.Fields, f)
 			}
@@ -263,15 +302,44 @@ type PendingAppend struct {
 	Result  AppendResult
 	p       *Partition
 	durable uint64 // the log end the acknowledgement waits for
+	all     bool   // acks all: also wait for the high watermark
 }
 
-// Wait blocks until the fdatasync covering the batch finished (or ctx ends).
-// An fsync failure is returned, never retried-and-acknowledged.
+// Wait blocks until the fdatasync covering the batch finished and, for
+// acks all, until the high watermark passed the batch: every in-sync
+// replica holds it durably (or ctx ends). An fsync failure is returned,
+// never retried-and-acknowledged; a partition that stopped leading answers
+// NOT_PARTITION_LEADER (retryable: the gateway looks the leader up again,
+// and an idempotent retry is answered with the original offsets).
 func (pa *PendingAppend) Wait(ctx context.Context) error {
-	if err := pa.p.log.WaitDurable(ctx, pa.durable); err != nil {
-		return pa.p.waitErr(err)
+	p := pa.p
+	if err := p.log.WaitDurable(ctx, pa.durable); err != nil {
+		return p.waitErr(err)
 	}
-	return nil
+	if !pa.all {
+		return nil
+	}
+	for {
+		logCh, hwmCh := p.Changed()
+		if p.highWatermark() >= pa.durable {
+			return nil
+		}
+		if err := p.checkGone(); err != nil {
+			return err
+		}
+		if p.follower.Load() {
+			return errcode.NotPartitionLeader.New("the partition stopped leading before the batch was committed", p.fields()...)
+		}
+		if err := p.log.Fenced(); err != nil {
+			return p.storageErr(err)
+		}
+		select {
+		case <-logCh:
+		case <-hwmCh:
+		case <-ctx.Done():
+			return p.waitErr(ctx.Err())
+		}
+	}
 }
 
 // AppendAsync is Append split in two for pipelined callers (the gRPC Produce
@@ -289,6 +357,16 @@ func (p *Partition) AppendAsync(ctx context.Context, req *AppendRequest) (*Pendi
 	default:
 		return nil, errcode.InvalidParameter.New("acks must be 0, 1, -1 or all", p.fields("param", "acks", "value", strconv.Itoa(int(req.Acks)))...)
 	}
+	if req.Transactional {
+		switch {
+		case req.Acks != AcksAll:
+			return nil, errcode.InvalidParameter.New("transactional writes use acks all", p.fields("param", "acks")...)
+		case req.ProducerID == "":
+			return nil, errcode.MissingProducerID.New("transactional write without a producer id", p.fields("param", "producer_id")...)
+		case req.BaseSequence == 0:
+			return nil, errcode.InvalidParameter.New("transactional writes need seqNum above 0", p.fields("param", "seqNum")...)
+		}
+	}
 	if req.Idempotent && req.Acks != AcksAll {
 		return nil, errcode.IdempotenceRequiresAcksAll.New("idempotence requires acks all or -1",
 			p.fields("acks", strconv.Itoa(int(req.Acks)))...)
@@ -305,7 +383,7 @@ func (p *Partition) AppendAsync(ctx context.Context, req *AppendRequest) (*Pendi
 	if err != nil {
 		return nil, err
 	}
-	dedup := req.Idempotent && req.BaseSequence > 0
+	dedup := (req.Idempotent || req.Transactional) && req.BaseSequence > 0
 	var pb producer.Batch
 	if dedup {
 		last := req.LastSequence
@@ -326,12 +404,33 @@ func (p *Partition) AppendAsync(ctx context.Context, req *AppendRequest) (*Pendi
 	}
 	b.ProducerID = []byte(req.ProducerID)
 	b.ProducerEpoch = req.ProducerEpoch
+	if req.Transactional {
+		b.Flags |= segment.FlagTransactional
+	}
 
 	now := p.node.clock.Now()
 	p.mu.Lock()
 	if err := p.check(req.LifecycleEpoch); err != nil {
 		p.mu.Unlock()
 		return nil, err
+	}
+	if p.follower.Load() {
+		p.mu.Unlock()
+		return nil, errcode.NotPartitionLeader.New("this replica is a follower", p.fields()...)
+	}
+	if req.Transactional {
+		// Before the dedup check: a retry that arrives after the marker
+		// ended its epoch is a delayed write and is refused, not answered.
+		if err := p.txns.CheckAppend(req.ProducerID, req.ProducerEpoch); err != nil {
+			p.mu.Unlock()
+			return nil, p.storageErr(err)
+		}
+	}
+	if req.Guard != nil {
+		if err := req.Guard(); err != nil {
+			p.mu.Unlock()
+			return nil, err
+		}
 	}
 	if dedup {
 		v, err := p.producers.Check(pb, now)
@@ -342,7 +441,7 @@ func (p *Partition) AppendAsync(ctx context.Context, req *AppendRequest) (*Pendi
 		if v.Duplicate {
 			p.mu.Unlock()
 			res := AppendResult{BaseOffset: v.Ref.BaseOffset, LastOffset: v.Ref.LastOffset, Duplicate: true, LeaderEpoch: meta.LeaderEpoch}
-			return &PendingAppend{Result: res, p: p, durable: v.Ref.LastOffset + 1}, nil
+			return &PendingAppend{Result: res, p: p, durable: v.Ref.LastOffset + 1, all: req.Acks == AcksAll}, nil
 		}
 	}
 	b.LeaderEpoch = p.meta.Load().LeaderEpoch
@@ -355,9 +454,15 @@ func (p *Partition) AppendAsync(ctx context.Context, req *AppendRequest) (*Pendi
 	if dedup {
 		p.producers.Record(pb, base, last, now.UnixMilli())
 	}
+	if req.Transactional {
+		p.txns.Appended(req.ProducerID, req.ProducerEpoch, base)
+	}
+	if req.Appended != nil {
+		req.Appended(base)
+	}
 	p.mu.Unlock()
 	res := AppendResult{BaseOffset: base, LastOffset: last, LeaderEpoch: b.LeaderEpoch}
-	return &PendingAppend{Result: res, p: p, durable: last + 1}, nil
+	return &PendingAppend{Result: res, p: p, durable: last + 1, all: req.Acks == AcksAll}, nil
 }
 
 func (p *Partition) waitErr(err error) error {
@@ -368,9 +473,10 @@ func (p *Partition) waitErr(err error) error {
 }
 
 // prepare validates the record set and builds the log batch: every record
-// must decode, belong to this topic, carry a key on compacted topics and no
-// transaction metadata (the transaction index is a later feature). The
-// partition field of every record is set to this partition.
+// must decode, belong to this topic, carry a key on compacted topics, never
+// carry control fields (markers are written by WriteMarker only), and carry
+// transaction metadata only on a transactional write. The partition field of
+// every record is set to this partition.
 func (p *Partition) prepare(req *AppendRequest, meta *statestore.Meta) (*seglog.Batch, error) {
 	set := req.Records
 	if len(set) == 0 || req.RecordCount == 0 {
@@ -402,9 +508,12 @@ func (p *Partition) prepare(req *AppendRequest, meta *statestore.Meta) (*seglog.
 		case !bytes.Equal(in.Topic, topic):
 			return nil, errcode.InvalidParameter.New("record topic differs from the partition's topic",
 				p.fields("param", "records", "record", strconv.Itoa(n), "record_topic", string(in.Topic))...)
-		case in.Transactional || in.Control:
-			return nil, errcode.UnsupportedFeature.New("transactional records need the transaction index, which partitiond does not have yet",
-				p.fields("command", "TXN_PUBLISH")...)
+		case in.Control:
+			return nil, errcode.TransactionMetadataForbidden.New("control records are written by the transaction coordinator's markers only",
+				p.fields("command", "PUBLISH", "record", strconv.Itoa(n))...)
+		case in.Transactional && !req.Transactional:
+			return nil, errcode.TransactionMetadataForbidden.New("transaction metadata is internal to TXN_PUBLISH",
+				p.fields("command", "PUBLISH", "record", strconv.Itoa(n))...)
 		case compact && !in.HasKey:
 			return nil, errcode.InvalidParameter.New("records of a compacted topic need a key",
 				p.fields("param", "key", "record", strconv.Itoa(n))...)
@@ -426,18 +535,13 @@ func (p *Partition) prepare(req *AppendRequest, meta *statestore.Meta) (*seglog.
 	return b, nil
 }
 
-// highWatermark is the next offset visible to committed readers. With a
-// single replica it is the durable end; replication will lower it to the
-// ISR's committed point and every read path already caps at it.
-func (p *Partition) highWatermark() uint64 { return p.log.DurableEnd() }
-
 // ListOffsets returns the partition's offset range.
 func (p *Partition) ListOffsets() (Offsets, error) {
 	if err := p.checkGone(); err != nil {
 		return Offsets{}, err
 	}
 	hwm := p.highWatermark()
-	return Offsets{Earliest: p.log.StartOffset(), Latest: hwm, LEO: p.log.EndOffset(), HWM: hwm}, nil
+	return Offsets{Earliest: p.log.StartOffset(), Latest: hwm, LEO: p.log.EndOffset(), HWM: hwm, LSO: p.txns.LSO(hwm)}, nil
 }
 
 func (p *Partition) checkGone() error {
@@ -487,17 +591,22 @@ func (p *Partition) Fetch(ctx context.Context, req *FetchRequest) (FetchResult, 
 		}
 	}()
 	for {
-		changed := p.log.Changed()
+		changed, hwmChanged := p.Changed()
 		if err := p.check(req.LifecycleEpoch); err != nil {
 			return FetchResult{}, err
 		}
 		start, hwm, leo := p.log.StartOffset(), p.highWatermark(), p.log.EndOffset()
-		res := FetchResult{NextOffset: req.Offset, LogStartOffset: start, HighWatermark: hwm, LogEndOffset: leo}
+		lso := p.txns.LSO(hwm)
+		res := FetchResult{NextOffset: req.Offset, LogStartOffset: start, HighWatermark: hwm, LogEndOffset: leo, LastStableOffset: lso}
 		if req.Offset < start || req.Offset > leo {
 			return FetchResult{}, p.outOfRange(req.Offset, start, hwm)
 		}
-		if req.Offset < hwm {
-			r, err := p.log.Read(req.Offset, maxRecords, maxBytes, hwm)
+		end, skip := hwm, (func(*segment.Header) bool)(nil)
+		if req.Isolation == ReadCommitted {
+			end, skip = lso, p.committedSkip
+		}
+		if req.Offset < end {
+			r, err := p.log.ReadFiltered(req.Offset, maxRecords, maxBytes, end, skip)
 			if errors.Is(err, seglog.ErrBelowStart) {
 				return FetchResult{}, p.outOfRange(req.Offset, p.log.StartOffset(), hwm)
 			}
@@ -521,6 +630,7 @@ func (p *Partition) Fetch(ctx context.Context, req *FetchRequest) (FetchResult, 
 		}
 		select {
 		case <-changed:
+		case <-hwmChanged:
 		case <-timer.C:
 			return res, nil
 		case <-ctx.Done():

@@ -290,7 +290,7 @@ func TestFetchNeverAboveDurableEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if o, _ := p.ListOffsets(); o != (Offsets{Earliest: 0, Latest: 1, LEO: 3, HWM: 1}) {
+	if o, _ := p.ListOffsets(); o != (Offsets{Earliest: 0, Latest: 1, LEO: 3, HWM: 1, LSO: 1}) {
 		t.Fatalf("offsets with an unsynced batch: %+v", o)
 	}
 	cases := []struct {
@@ -384,7 +384,7 @@ func TestFetchEdgesAfterRetention(t *testing.T) {
 	if s == 0 || s > 20 || o.LEO != 24 {
 		t.Fatalf("retention: %+v", o)
 	}
-	if o2, _ := all.ListOffsets(); o2 != (Offsets{Earliest: 3, Latest: 3, LEO: 3, HWM: 3}) {
+	if o2, _ := all.ListOffsets(); o2 != (Offsets{Earliest: 3, Latest: 3, LEO: 3, HWM: 3, LSO: 3}) {
 		t.Fatalf("fully expired partition: %+v", o2)
 	}
 	type want struct {
@@ -489,7 +489,7 @@ func TestRetentionTimesSurviveRestart(t *testing.T) {
 			// segment is rolled so it goes too.
 			e.clock.Advance(40 * time.Minute)
 			n.Maintain(context.Background())
-			if o, _ := p.ListOffsets(); o != (Offsets{Earliest: 30, Latest: 30, LEO: 30, HWM: 30}) {
+			if o, _ := p.ListOffsets(); o != (Offsets{Earliest: 30, Latest: 30, LEO: 30, HWM: 30, LSO: 30}) {
 				t.Fatalf("after the second hour: %+v", o)
 			}
 		})

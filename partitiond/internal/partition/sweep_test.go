@@ -3,7 +3,6 @@ package partition
 import (
 	"bytes"
 	"context"
-	"encoding/binary"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -17,6 +16,7 @@ import (
 	"github.com/strataio/strata/partitiond/internal/clock"
 	"github.com/strataio/strata/partitiond/internal/fsys"
 	"github.com/strataio/strata/partitiond/internal/record"
+	"github.com/strataio/strata/partitiond/internal/recordtest"
 	"github.com/strataio/strata/partitiond/internal/seglog"
 	"github.com/strataio/strata/partitiond/internal/syncer"
 )
@@ -102,18 +102,46 @@ func (s stateCrash) MaybeError(errorfs.Op) error {
 
 func (s stateCrash) String() string { return "stateCrash" }
 
-// checkSweepCoverage fails unless, for every unsynced share, the sweep
-// crashed at (nearly) every operation index it visited (every step-th):
-// a run may do fewer operations than the counting run where goroutines
-// interleave differently (the three-producer workload varies by ≈ 10 %)
-// or pebble works in the background. The deterministic workloads crash
-// at every index (see the logged counts).
-func checkSweepCoverage(t *testing.T, perPct map[int]int, pcts []int, total, step int) {
+// sweepCrashPoints crashes a workload at every file operation index below
+// ops (and a few beyond; every shortStep-th with -short) for each unsynced
+// share in pcts. crashAt runs
+// the workload crashing at operation k with pct% of the unsynced data kept,
+// checks the recovery, reporting each violation through fail, and returns
+// false when the run did fewer operations than k (no crash). The tally is
+// logged under name.
+//
+// Then the sweep fails unless, for every share, it crashed at (nearly)
+// every index it visited: a run may do fewer operations than the counting
+// run where goroutines interleave differently (the three-producer workload
+// varies by ≈ 10 %) or pebble works in the background. The deterministic
+// workloads crash at every index (see the logged counts).
+func sweepCrashPoints(t *testing.T, name string, pcts []int, ops, shortStep int, crashAt func(k, pct int, fail func(format string, args ...any)) bool) {
 	t.Helper()
-	want := (total + step - 1) / step
+	step := 1
+	if testing.Short() {
+		step = shortStep
+	}
+	points, violations := 0, 0
+	perPct := map[int]int{}
+	start := time.Now()
+	for _, pct := range pcts {
+		for k := 0; k < ops+3; k += step {
+			fail := func(format string, args ...any) {
+				violations++
+				t.Errorf("crash at op %d (unsynced kept %d%%): %s", k, pct, fmt.Sprintf(format, args...))
+			}
+			if crashAt(k, pct, fail) {
+				points++
+				perPct[pct]++
+			}
+		}
+	}
+	t.Logf("%s: %d file operations, %d crash points checked (x%d unsynced shares), %d violations, %v",
+		name, ops, points, len(pcts), violations, time.Since(start).Round(time.Millisecond))
+	want := (ops + step - 1) / step
 	for _, pct := range pcts {
 		if got := perPct[pct]; got < want*3/4 {
-			t.Fatalf("unsynced share %d%%: only %d crash points for %d operations (every %d)", pct, got, total, step)
+			t.Fatalf("unsynced share %d%%: only %d crash points for %d operations (every %d)", pct, got, ops, step)
 		}
 	}
 }
@@ -127,22 +155,12 @@ func sweepPayload(i, j, n int) []byte {
 
 func sweepBatch(t testing.TB, i int) *seglog.Batch {
 	n := 1 + i%4
-	b := &seglog.Batch{}
+	recs := make([]wire.Record, n)
 	for j := range n {
-		r := wire.Record{Topic: "sweep", Payload: sweepPayload(i, j, n)}
-		rb, err := r.AppendTo(nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		in, err := record.Wire{}.Inspect(rb)
-		if err != nil {
-			t.Fatal(err)
-		}
-		b.OffsetPos = append(b.OffsetPos, len(b.Records)+4+in.OffsetPos)
-		b.Records = binary.BigEndian.AppendUint32(b.Records, uint32(len(rb)))
-		b.Records = append(b.Records, rb...)
+		recs[j] = wire.Record{Topic: "sweep", Payload: sweepPayload(i, j, n)}
 	}
-	return b
+	set := recordtest.Set(t, recs...)
+	return &seglog.Batch{Records: set, OffsetPos: recordtest.OffsetPositions(t, set)}
 }
 
 type sweepAck struct {
@@ -280,9 +298,11 @@ func checkRecoveredLog(t testing.TB, fs vfs.FS, acks []sweepAck) error {
 	return l.WaitDurable(context.Background(), l.EndOffset())
 }
 
-func newSweepMem(t testing.TB) *vfs.MemFS {
+// newSweepMem returns a crashable file system holding an empty, synced
+// directory dir.
+func newSweepMem(t testing.TB, dir string) *vfs.MemFS {
 	mem := vfs.NewCrashableMem()
-	if err := mem.MkdirAll("/log", 0o755); err != nil {
+	if err := mem.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
 	if err := fsyncDir(mem, "/"); err != nil {
@@ -307,35 +327,20 @@ func TestCrashPointSweep(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			count := &crashPoint{k: -1}
-			mem := newSweepMem(t)
+			mem := newSweepMem(t, "/log")
 			logWorkload(t, errorfs.Wrap(mem, count), concurrent)
-			total := count.ops
-			step := 1
-			if testing.Short() {
-				step = 7
-			}
-			points, violations := 0, 0
-			perPct := map[int]int{}
-			start := time.Now()
-			for _, pct := range pcts {
-				for k := 0; k < total+3; k += step {
-					mem := newSweepMem(t)
-					cp := &crashPoint{k: k, pct: pct, rng: rand.New(rand.NewPCG(uint64(k), uint64(pct))), mems: []*vfs.MemFS{mem}}
-					acks := logWorkload(t, errorfs.Wrap(mem, cp), concurrent)
-					if !cp.crashed {
-						continue // the run did fewer operations than the count
-					}
-					points++
-					perPct[pct]++
-					if err := checkRecoveredLog(t, cp.clones[0], acks); err != nil {
-						violations++
-						t.Errorf("crash at op %d (unsynced kept %d%%): %v", k, pct, err)
-					}
+			sweepCrashPoints(t, "crash-point sweep ("+name+")", pcts, count.ops, 7, func(k, pct int, fail func(string, ...any)) bool {
+				mem := newSweepMem(t, "/log")
+				cp := &crashPoint{k: k, pct: pct, rng: rand.New(rand.NewPCG(uint64(k), uint64(pct))), mems: []*vfs.MemFS{mem}}
+				acks := logWorkload(t, errorfs.Wrap(mem, cp), concurrent)
+				if !cp.crashed {
+					return false // the run did fewer operations than the count
 				}
-			}
-			t.Logf("crash-point sweep (%s): %d file operations in the workload, %d crash points checked (x%d unsynced shares), %d violations, %v",
-				name, total, points, len(pcts), violations, time.Since(start).Round(time.Millisecond))
-			checkSweepCoverage(t, perPct, pcts, total, step)
+				if err := checkRecoveredLog(t, cp.clones[0], acks); err != nil {
+					fail("%v", err)
+				}
+				return true
+			})
 		})
 	}
 }
@@ -354,6 +359,85 @@ func sweepProducer(i int) (string, uint64) {
 	return "q", uint64((i-12)/2 + 1)
 }
 
+// nodeSweep crashes a node workload at every file operation of its logs and
+// of its state store (pebble), both cloned at the same moment, and checks
+// the partition each crash leaves after recovery: the node opens, the
+// partition is there when anything was acknowledged, its log verifies, and
+// check finds nothing wrong.
+type nodeSweep[A any] struct {
+	name   string // the sweep in its log line
+	topic  string // of the one partition (0) the workload writes
+	seed   uint64 // of the crash clones' random choices
+	config func(logFS, stateFS vfs.FS) NodeConfig
+	// workload runs until its first failure and returns what was
+	// acknowledged.
+	workload func(logFS, stateFS vfs.FS) []A
+	// check examines the recovered partition against the acknowledgements,
+	// calling fail for a violation (and returning after one).
+	check func(p *Partition, acks []A, fail func(format string, args ...any))
+}
+
+// nodeSweepShares are the unsynced shares the node sweeps keep at a crash:
+// none and all, every quarter with STRATA_LONG.
+func nodeSweepShares() []int {
+	if os.Getenv("STRATA_LONG") != "" {
+		return []int{0, 25, 50, 75, 100}
+	}
+	return []int{0, 100}
+}
+
+// newNodeSweepMems returns crashable log and state file systems, each with
+// an empty, synced /data.
+func newNodeSweepMems(t *testing.T) (logMem, stateMem *vfs.MemFS) {
+	return newSweepMem(t, "/data"), newSweepMem(t, "/data")
+}
+
+// countNodeOps runs workload once on fresh file systems without crashing and
+// returns them and the number of file operations it did on both.
+func countNodeOps(t *testing.T, workload func(logFS, stateFS vfs.FS)) (logMem, stateMem *vfs.MemFS, ops int) {
+	logMem, stateMem = newNodeSweepMems(t)
+	count := &crashPoint{k: -1}
+	workload(errorfs.Wrap(logMem, count), errorfs.Wrap(stateMem, stateCrash{count}))
+	return logMem, stateMem, count.ops
+}
+
+// run crashes the workload at every file operation index below ops (every
+// fifth with -short) for each unsynced share and checks each recovery.
+func (s nodeSweep[A]) run(t *testing.T, ops int) {
+	sweepCrashPoints(t, s.name, nodeSweepShares(), ops, 5, func(k, pct int, fail func(string, ...any)) bool {
+		logMem, stateMem := newNodeSweepMems(t)
+		cp := &crashPoint{k: k, pct: pct, rng: rand.New(rand.NewPCG(uint64(k), s.seed)), mems: []*vfs.MemFS{stateMem, logMem},
+			allOrNothing: map[int]bool{0: true}}
+		acks := s.workload(errorfs.Wrap(logMem, cp), errorfs.Wrap(stateMem, stateCrash{cp}))
+		if !cp.crashed {
+			return false
+		}
+		s.checkRecovery(cp.clones[1], cp.clones[0], acks, fail)
+		return true
+	})
+}
+
+func (s nodeSweep[A]) checkRecovery(logFS, stateFS vfs.FS, acks []A, fail func(format string, args ...any)) {
+	n, err := Open(context.Background(), s.config(logFS, stateFS))
+	if err != nil {
+		fail("node recovery: %v", err)
+		return
+	}
+	defer n.Close()
+	p, err := n.Partition(s.topic, 0)
+	if err != nil {
+		if len(acks) > 0 {
+			fail("partition with acknowledged data missing: %v", err)
+		}
+		return
+	}
+	if err := p.log.Verify(); err != nil {
+		fail("verify: %v", err)
+		return
+	}
+	s.check(p, acks, fail)
+}
+
 // TestNodeCrashPointSweep crashes a node workload (create partition,
 // idempotent and plain appends across rolls, maintenance passes with
 // checkpoints and retention by bytes) at every file operation of the logs
@@ -361,18 +445,18 @@ func sweepProducer(i int) (string, uint64) {
 // checks every acknowledged batch and the dedup window after recovery.
 func TestNodeCrashPointSweep(t *testing.T) {
 	t.Parallel()
-	pcts := []int{0, 100}
-	if os.Getenv("STRATA_LONG") != "" {
-		pcts = []int{0, 25, 50, 75, 100}
-	}
 	type ack struct {
 		res   AppendResult
 		i     int
 		idemp bool
 	}
-	workload := func(logFS, stateFS vfs.FS) []ack {
-		n, err := Open(context.Background(), NodeConfig{Dir: "/data", FS: logFS, StateFS: stateFS, Clock: clock.NewManual(t0),
-			Defaults: Defaults{SegmentBytes: 1536, IndexInterval: 256}})
+	sweep := nodeSweep[ack]{name: "node crash-point sweep (logs and state store)", topic: "sweep", seed: 9}
+	sweep.config = func(logFS, stateFS vfs.FS) NodeConfig {
+		return NodeConfig{Dir: "/data", FS: logFS, StateFS: stateFS, Clock: clock.NewManual(t0),
+			Defaults: Defaults{SegmentBytes: 1536, IndexInterval: 256}}
+	}
+	sweep.workload = func(logFS, stateFS vfs.FS) []ack {
+		n, err := Open(context.Background(), sweep.config(logFS, stateFS))
 		if err != nil {
 			return nil
 		}
@@ -402,27 +486,52 @@ func TestNodeCrashPointSweep(t *testing.T) {
 		}
 		return acks
 	}
-	newMems := func() (*vfs.MemFS, *vfs.MemFS) {
-		a, b := vfs.NewCrashableMem(), vfs.NewCrashableMem()
-		for _, m := range []*vfs.MemFS{a, b} {
-			if err := m.MkdirAll("/data", 0o755); err != nil {
-				t.Fatal(err)
-			}
-			if err := fsyncDir(m, "/"); err != nil {
-				t.Fatal(err)
+	sweep.check = func(p *Partition, acks []ack, fail func(format string, args ...any)) {
+		// Retention removes whole segments from the front: what is left
+		// is dense from the log start, and every acknowledged batch at or
+		// above it is there.
+		start := p.log.StartOffset()
+		got := fetchAll(t, p, start)
+		for j, d := range got {
+			if d.offset != start+uint64(j) {
+				fail("offsets not dense from the log start %d", start)
+				return
 			}
 		}
-		return a, b
+		for _, a := range acks {
+			if a.res.BaseOffset < start {
+				continue
+			}
+			if j := a.res.BaseOffset - start; j >= uint64(len(got)) || got[j].payload != string(sweepPayload(a.i, 0, 1)) {
+				fail("acknowledged batch %d at %d lost (log start %d)", a.i, a.res.BaseOffset, start)
+				return
+			}
+		}
+		// The dedup window recognises each producer's last acknowledged
+		// batch, also when retention removed it (the producer checkpoint
+		// keeps it).
+		retried := map[string]bool{}
+		for j := len(acks) - 1; j >= 0; j-- {
+			a := acks[j]
+			pid, seq := sweepProducer(a.i)
+			if !a.idemp || retried[pid] {
+				continue
+			}
+			retried[pid] = true
+			res, err := p.Append(context.Background(), &AppendRequest{Acks: AcksAll, Idempotent: true, ProducerID: pid,
+				ProducerEpoch: 1, BaseSequence: seq, RecordCount: 1,
+				Records: recordSet(t, "sweep", rec{payload: sweepPayload(a.i, 0, 1)})})
+			if err != nil || !res.Duplicate || res.BaseOffset != a.res.BaseOffset {
+				fail("retry of acked idempotent batch %d of %s (log start %d): %+v %v", a.i, pid, start, res, err)
+			}
+		}
 	}
-	logMem, stateMem := newMems()
-	count := &crashPoint{k: -1}
-	full := workload(errorfs.Wrap(logMem, count), errorfs.Wrap(stateMem, stateCrash{count}))
-	total := count.ops
+	var full []ack
+	logMem, stateMem, total := countNodeOps(t, func(logFS, stateFS vfs.FS) { full = sweep.workload(logFS, stateFS) })
 	// Without a crash, retention must have removed all of p's batches, or
 	// the sweep would not exercise the producer checkpoint.
 	func() {
-		n, err := Open(context.Background(), NodeConfig{Dir: "/data", FS: logMem, StateFS: stateMem, Clock: clock.NewManual(t0),
-			Defaults: Defaults{SegmentBytes: 1536, IndexInterval: 256}})
+		n, err := Open(context.Background(), sweep.config(logMem, stateMem))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -435,89 +544,5 @@ func TestNodeCrashPointSweep(t *testing.T) {
 			t.Fatalf("workload: %d acks, log start %d: retention did not remove producer p's batches", len(full), p.log.StartOffset())
 		}
 	}()
-	step := 1
-	if testing.Short() {
-		step = 5
-	}
-	points, violations := 0, 0
-	perPct := map[int]int{}
-	start := time.Now()
-	for _, pct := range pcts {
-		for k := 0; k < total+3; k += step {
-			logMem, stateMem := newMems()
-			cp := &crashPoint{k: k, pct: pct, rng: rand.New(rand.NewPCG(uint64(k), 9)), mems: []*vfs.MemFS{stateMem, logMem},
-				allOrNothing: map[int]bool{0: true}}
-			acks := workload(errorfs.Wrap(logMem, cp), errorfs.Wrap(stateMem, stateCrash{cp}))
-			if !cp.crashed {
-				continue
-			}
-			points++
-			perPct[pct]++
-			fail := func(format string, args ...any) {
-				violations++
-				t.Errorf("crash at op %d (unsynced kept %d%%): %s", k, pct, fmt.Sprintf(format, args...))
-			}
-			n, err := Open(context.Background(), NodeConfig{Dir: "/data", FS: cp.clones[1], StateFS: cp.clones[0],
-				Clock: clock.NewManual(t0), Defaults: Defaults{SegmentBytes: 1536, IndexInterval: 256}})
-			if err != nil {
-				fail("node recovery: %v", err)
-				continue
-			}
-			func() {
-				defer n.Close()
-				p, err := n.Partition("sweep", 0)
-				if err != nil {
-					if len(acks) > 0 {
-						fail("partition with acknowledged data missing: %v", err)
-					}
-					return
-				}
-				if err := p.log.Verify(); err != nil {
-					fail("verify: %v", err)
-					return
-				}
-				// Retention removes whole segments from the front: what is
-				// left is dense from the log start, and every acknowledged
-				// batch at or above it is there.
-				start := p.log.StartOffset()
-				got := fetchAll(t, p, start)
-				for j, d := range got {
-					if d.offset != start+uint64(j) {
-						fail("offsets not dense from the log start %d", start)
-						return
-					}
-				}
-				for _, a := range acks {
-					if a.res.BaseOffset < start {
-						continue
-					}
-					if j := a.res.BaseOffset - start; j >= uint64(len(got)) || got[j].payload != string(sweepPayload(a.i, 0, 1)) {
-						fail("acknowledged batch %d at %d lost (log start %d)", a.i, a.res.BaseOffset, start)
-						return
-					}
-				}
-				// The dedup window recognises each producer's last
-				// acknowledged batch, also when retention removed it (the
-				// producer checkpoint keeps it).
-				retried := map[string]bool{}
-				for j := len(acks) - 1; j >= 0; j-- {
-					a := acks[j]
-					pid, seq := sweepProducer(a.i)
-					if !a.idemp || retried[pid] {
-						continue
-					}
-					retried[pid] = true
-					res, err := p.Append(context.Background(), &AppendRequest{Acks: AcksAll, Idempotent: true, ProducerID: pid,
-						ProducerEpoch: 1, BaseSequence: seq, RecordCount: 1,
-						Records: recordSet(t, "sweep", rec{payload: sweepPayload(a.i, 0, 1)})})
-					if err != nil || !res.Duplicate || res.BaseOffset != a.res.BaseOffset {
-						fail("retry of acked idempotent batch %d of %s (log start %d): %+v %v", a.i, pid, start, res, err)
-					}
-				}
-			}()
-		}
-	}
-	t.Logf("node crash-point sweep: %d file operations (logs and state store), %d crash points checked (x%d unsynced shares), %d violations, %v",
-		total, points, len(pcts), violations, time.Since(start).Round(time.Millisecond))
-	checkSweepCoverage(t, perPct, pcts, total, step)
+	sweep.run(t, total)
 }

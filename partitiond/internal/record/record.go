@@ -2,9 +2,7 @@ package record
 
 import (
 	"encoding/binary"
-	"strconv"
 
-	"github.com/strataio/strata/libs/errcode"
 	"github.com/strataio/strata/libs/wire"
 )
 
@@ -105,24 +103,4 @@ func Next(set []byte) (rec, rest []byte, ok, malformed bool) {
 		return nil, nil, false, true
 	}
 	return set[4 : 4+n], set[4+n:], true, false
-}
-
-// CheckSet verifies that set is exactly count length-prefixed records of at
-// least MinRecordLen bytes each (structure only; records are not decoded).
-func CheckSet(set []byte, count int) error {
-	n := 0
-	for len(set) > 0 {
-		_, rest, ok, bad := Next(set)
-		if bad || !ok {
-			return errcode.MalformedInput.New("record set length prefixes do not cover the set",
-				"record", strconv.Itoa(n))
-		}
-		set = rest
-		n++
-	}
-	if n != count {
-		return errcode.MalformedInput.New("record set holds a different number of records than declared",
-			"declared", strconv.Itoa(count), "found", strconv.Itoa(n))
-	}
-	return nil
 }

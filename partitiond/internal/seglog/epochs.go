@@ -60,10 +60,10 @@ func decodeEpochs(b []byte) ([]EpochStart, error) {
 	return es, nil
 }
 
-// writeFileAtomic writes data to dir/name through a temporary file: write,
+// WriteFileAtomic writes data to dir/name through a temporary file: write,
 // fdatasync, rename, directory fsync. A crash leaves the old or the new
 // file, never a torn one.
-func writeFileAtomic(fs fsys.FS, dir, name string, data []byte) error {
+func WriteFileAtomic(fs fsys.FS, dir, name string, data []byte) error {
 	tmp := fs.Join(dir, name+segment.TmpExt)
 	f, err := fs.Create(tmp)
 	if err != nil {

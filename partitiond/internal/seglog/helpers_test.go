@@ -3,7 +3,6 @@ package seglog
 import (
 	"bytes"
 	"context"
-	"encoding/binary"
 	"fmt"
 	"testing"
 	"time"
@@ -13,6 +12,7 @@ import (
 	"github.com/strataio/strata/partitiond/internal/clock"
 	"github.com/strataio/strata/partitiond/internal/fsys"
 	"github.com/strataio/strata/partitiond/internal/record"
+	"github.com/strataio/strata/partitiond/internal/recordtest"
 )
 
 const testTopic = "orders"
@@ -20,29 +20,17 @@ const testTopic = "orders"
 // testRecord encodes one record of testTopic with a payload and an optional key.
 func testRecord(t testing.TB, key string, payload []byte) []byte {
 	t.Helper()
-	r := wire.Record{Topic: testTopic, Payload: payload, Key: key}
-	b, err := r.AppendTo(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
+	return recordtest.Encode(t, wire.Record{Topic: testTopic, Payload: payload, Key: key})
 }
 
 // makeBatch builds a Batch from records (already encoded, unprefixed).
 func makeBatch(t testing.TB, recs ...[]byte) *Batch {
 	t.Helper()
-	b := &Batch{}
+	var set []byte
 	for _, r := range recs {
-		in, err := record.Wire{}.Inspect(r)
-		if err != nil {
-			t.Fatal(err)
-		}
-		start := len(b.Records) + 4
-		b.Records = binary.BigEndian.AppendUint32(b.Records, uint32(len(r)))
-		b.Records = append(b.Records, r...)
-		b.OffsetPos = append(b.OffsetPos, start+in.OffsetPos)
+		set = recordtest.Append(set, r)
 	}
-	return b
+	return &Batch{Records: set, OffsetPos: recordtest.OffsetPositions(t, set)}
 }
 
 // payloadFor is the deterministic payload of record i.

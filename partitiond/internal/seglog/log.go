@@ -66,6 +66,14 @@ type Config struct {
 	// OnFence is called once when the log fences itself after an I/O or
 	// fdatasync failure.
 	OnFence func(err error)
+	// OnDurable, when set, is called after every advance of the durable
+	// end (a leader wakes its followers' long polls with it). It must not
+	// block.
+	OnDurable func()
+	// OnSync, when set, is called with the duration of every fdatasync of
+	// the group commit that made data durable (the storage's fsync latency
+	// metric). It must not block.
+	OnSync func(time.Duration)
 }
 
 func (c *Config) setDefaults() {
@@ -122,25 +130,41 @@ type seg struct {
 }
 
 // writer is the active segment's write handle. mu serialises SyncData with
-// Close so the syncer never syncs a closed file.
+// Close so the syncer never syncs a closed file. A failed fdatasync is
+// sticky (err): the file is closed, and every later sync or roll of it
+// returns the same failure, never "already synced". Without that, a roll
+// racing the fence of a failed sync (fence is visible to writers only once
+// its report ran) took the closed file for a synced one, made its unsynced
+// tail durable and wrote an index past the data the disk holds.
 type writer struct {
 	f      fsys.File
 	mu     sync.Mutex
 	closed bool
+	err    error
 }
 
 func (w *writer) sync() (skipped bool, err error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if w.err != nil {
+		return false, w.err
+	}
 	if w.closed {
 		return true, nil
 	}
-	return false, w.f.SyncData()
+	if err := w.f.SyncData(); err != nil {
+		w.err = err
+		return false, err
+	}
+	return false, nil
 }
 
 func (w *writer) syncAndClose() error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if w.err != nil {
+		return w.err
+	}
 	if w.closed {
 		return nil
 	}
@@ -149,6 +173,7 @@ func (w *writer) syncAndClose() error {
 	if cerr := w.f.Close(); err == nil {
 		err = cerr
 	}
+	w.err = err
 	return err
 }
 
@@ -172,6 +197,10 @@ type mark struct {
 	seg *seg
 	pos int64
 	end uint64
+	// gen is the log's truncation generation when the mark was made: a
+	// sync that began before a truncation must not move the durable end
+	// back over the cut (advanceDurable ignores marks of an older gen).
+	gen uint64
 }
 
 type errBox struct{ err error }
@@ -180,11 +209,12 @@ type errBox struct{ err error }
 type Log struct {
 	cfg Config
 
-	// mu serialises appends, rolls, checkpoints and Close.
+	// mu serialises appends, rolls, checkpoints, truncation and Close.
 	mu     sync.Mutex
 	active *seg
 	epochs []EpochStart
 	closed bool
+	gen    uint64 // truncations so far (marks carry it)
 
 	// segsMu guards replacing the segment snapshot (a leaf lock).
 	segsMu sync.Mutex
@@ -197,6 +227,7 @@ type Log struct {
 	written atomic.Pointer[mark]
 	durable atomic.Pointer[mark]
 	queued  atomic.Bool
+	fencing atomic.Bool
 	fenced  atomic.Pointer[errBox]
 
 	nmu     sync.Mutex
@@ -254,13 +285,18 @@ func (l *Log) unavailable(msg string) *errcode.Error {
 // clean, so a retried fsync can succeed without the data), and a failed
 // write may have left a partial batch in the file.
 func (l *Log) fence(err error) {
-	if l.fenced.CompareAndSwap(nil, &errBox{err}) {
-		l.cfg.Logger.Error("partition log fenced after a storage failure", "dir", l.cfg.Dir, "err", err)
-		l.notify()
-		if l.cfg.OnFence != nil {
-			l.cfg.OnFence(err)
-		}
+	if !l.fencing.CompareAndSwap(false, true) {
+		return
 	}
+	l.cfg.Logger.Error("partition log fenced after a storage failure", "dir", l.cfg.Dir, "err", err)
+	// The failure is reported before anyone can see the fence, so a caller
+	// that got its error has always been counted (storage failure metrics
+	// and logs are never behind what clients saw).
+	if l.cfg.OnFence != nil {
+		l.cfg.OnFence(err)
+	}
+	l.fenced.Store(&errBox{err})
+	l.notify()
 }
 
 // notify wakes everything waiting on Changed.
@@ -295,11 +331,14 @@ func (l *Log) Syncs() uint64 { return l.syncs.Load() }
 func (l *Log) advanceDurable(m *mark) {
 	for {
 		d := l.durable.Load()
-		if m.end <= d.end {
+		if m.gen < d.gen || m.end <= d.end {
 			return
 		}
 		if l.durable.CompareAndSwap(d, m) {
 			l.notify()
+			if l.cfg.OnDurable != nil {
+				l.cfg.OnDurable()
+			}
 			return
 		}
 	}
@@ -345,6 +384,7 @@ func (l *Log) SyncPending() {
 	if w == nil || w.end <= l.durable.Load().end {
 		return
 	}
+	start := time.Now()
 	skipped, err := w.seg.w.sync()
 	if err != nil {
 		l.fence(fmt.Errorf("fdatasync %s: %w", w.seg.path, err))
@@ -352,6 +392,9 @@ func (l *Log) SyncPending() {
 	}
 	if skipped { // a roll or Close synced it already
 		return
+	}
+	if l.cfg.OnSync != nil {
+		l.cfg.OnSync(time.Since(start))
 	}
 	l.syncs.Add(1)
 	l.advanceDurable(w)
@@ -410,11 +453,8 @@ func (l *Log) Append(b *Batch) (uint64, error) {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.closed {
-		return 0, errcode.StorageUnavailable.New("partition log closed", "dir", l.cfg.Dir)
-	}
-	if l.Fenced() != nil {
-		return 0, l.unavailable("partition storage is fenced")
+	if err := l.writableLocked(); err != nil {
+		return 0, err
 	}
 	now := l.cfg.Clock.Now().UnixMilli()
 	base := l.leo.Load()
@@ -422,69 +462,102 @@ func (l *Log) Append(b *Batch) (uint64, error) {
 	if last < base || last == math.MaxUint64 {
 		return 0, errcode.Internal.New("offset space exhausted", "dir", l.cfg.Dir)
 	}
-	if len(l.epochs) > 0 && b.LeaderEpoch < l.epochs[len(l.epochs)-1].Epoch {
-		cur := l.epochs[len(l.epochs)-1].Epoch
-		return 0, errcode.StaleLeaderEpoch.New("append under an older leader epoch",
-			"current", strconv.FormatUint(cur, 10), "requested", strconv.FormatUint(b.LeaderEpoch, 10))
+	h := segment.Header{
+		Flags:           b.Flags,
+		BaseOffset:      base,
+		LastOffsetDelta: uint32(n - 1),
+		RecordCount:     uint32(n),
+		LeaderEpoch:     b.LeaderEpoch,
+		FirstTimestamp:  now,
+		MaxTimestamp:    now,
+		AppendTime:      now,
+		ProducerEpoch:   b.ProducerEpoch,
+		BaseSequence:    b.BaseSequence,
+		LastSequence:    b.LastSequence,
+		ProducerID:      b.ProducerID,
 	}
+	if b.HasTimestamps {
+		h.FirstTimestamp, h.MaxTimestamp = b.FirstTimestamp, b.MaxTimestamp
+	}
+	if err := l.checkEpochLocked(h.LeaderEpoch); err != nil {
+		return 0, err
+	}
+	for i, p := range b.OffsetPos {
+		putU64(b.Records[p:], base+uint64(i))
+	}
+	if err := l.writeBatchLocked(&h, b.Records, now); err != nil {
+		return 0, err
+	}
+	return base, nil
+}
+
+func (l *Log) writableLocked() error {
+	if l.closed {
+		return errcode.StorageUnavailable.New("partition log closed", "dir", l.cfg.Dir)
+	}
+	if l.Fenced() != nil {
+		return l.unavailable("partition storage is fenced")
+	}
+	return nil
+}
+
+// checkEpochLocked refuses a batch under an older leader epoch than the
+// newest the log holds. l.mu is held.
+func (l *Log) checkEpochLocked(e uint64) error {
+	if len(l.epochs) > 0 && e < l.epochs[len(l.epochs)-1].Epoch {
+		cur := l.epochs[len(l.epochs)-1].Epoch
+		return errcode.StaleLeaderEpoch.New("append under an older leader epoch",
+			"current", strconv.FormatUint(cur, 10), "requested", strconv.FormatUint(e, 10))
+	}
+	return nil
+}
+
+// writeBatchLocked writes one batch whose header fields are set (offsets
+// included; Length, CRC and the durable watermark are filled here) at the
+// end of the active segment, rolling first when needed, and records a new
+// leader epoch in the history before the epoch's first batch. l.mu is held.
+func (l *Log) writeBatchLocked(h *segment.Header, recs []byte, now int64) error {
+	hdrLen := segment.HeaderFixed + len(h.ProducerID)
+	total := int64(hdrLen + len(recs))
+	last := h.LastOffset()
 	a := l.active
 	if a.size > 0 && (a.size+total > l.cfg.SegmentBytes ||
 		now-a.firstAppend >= l.cfg.SegmentAge.Milliseconds() ||
 		last-a.base > math.MaxUint32) {
 		if err := l.rollLocked(); err != nil {
-			return 0, err
+			return err
 		}
 		a = l.active
 	}
-	if len(l.epochs) == 0 || b.LeaderEpoch > l.epochs[len(l.epochs)-1].Epoch {
+	if len(l.epochs) == 0 || h.LeaderEpoch > l.epochs[len(l.epochs)-1].Epoch {
 		// The history entry is durable before the first batch of the epoch,
 		// so the history never misses an epoch the log holds.
-		es := append(append([]EpochStart(nil), l.epochs...), EpochStart{Epoch: b.LeaderEpoch, StartOffset: base})
-		if err := writeFileAtomic(l.cfg.FS, l.cfg.Dir, EpochFile, encodeEpochs(es)); err != nil {
+		es := append(append([]EpochStart(nil), l.epochs...), EpochStart{Epoch: h.LeaderEpoch, StartOffset: h.BaseOffset})
+		if err := WriteFileAtomic(l.cfg.FS, l.cfg.Dir, EpochFile, encodeEpochs(es)); err != nil {
 			l.fence(fmt.Errorf("write leader epoch history: %w", err))
-			return 0, l.unavailable("partition storage failed")
+			return l.unavailable("partition storage failed")
 		}
 		l.epochs = es
 	}
-	for i, p := range b.OffsetPos {
-		putU64(b.Records[p:], base+uint64(i))
-	}
-	h := segment.Header{
-		Flags:            b.Flags,
-		BaseOffset:       base,
-		LastOffsetDelta:  uint32(n - 1),
-		RecordCount:      uint32(n),
-		LeaderEpoch:      b.LeaderEpoch,
-		FirstTimestamp:   now,
-		MaxTimestamp:     now,
-		AppendTime:       now,
-		DurableWatermark: l.durable.Load().end,
-		ProducerEpoch:    b.ProducerEpoch,
-		BaseSequence:     b.BaseSequence,
-		LastSequence:     b.LastSequence,
-		ProducerID:       b.ProducerID,
-	}
-	if b.HasTimestamps {
-		h.FirstTimestamp, h.MaxTimestamp = b.FirstTimestamp, b.MaxTimestamp
-	}
+	h.DurableWatermark = l.durable.Load().end
 	var hb [segment.HeaderFixed + segment.MaxProducerIDLen]byte
-	segment.PutHeader(hb[:], &h, b.Records)
+	segment.PutHeader(hb[:], h, recs)
 	pos := a.size
 	if _, err := a.w.f.WriteAt(hb[:hdrLen], pos); err != nil {
 		l.fence(fmt.Errorf("write %s: %w", a.path, err))
-		return 0, l.unavailable("partition storage write failed")
+		return l.unavailable("partition storage write failed")
 	}
-	if _, err := a.w.f.WriteAt(b.Records, pos+int64(hdrLen)); err != nil {
+	if _, err := a.w.f.WriteAt(recs, pos+int64(hdrLen)); err != nil {
 		l.fence(fmt.Errorf("write %s: %w", a.path, err))
-		return 0, l.unavailable("partition storage write failed")
+		return l.unavailable("partition storage write failed")
 	}
 	a.mu.Lock()
-	a.addBatchLocked(&h, pos, l.cfg.IndexInterval)
+	a.addBatchLocked(h, pos, l.cfg.IndexInterval)
 	a.mu.Unlock()
 	l.leo.Store(last + 1)
-	l.written.Store(&mark{seg: a, pos: pos + total, end: last + 1})
+	l.written.Store(&mark{seg: a, pos: pos + total, end: last + 1, gen: l.gen})
 	l.requestSync()
-	return base, nil
+	return nil
 }
 
 // addBatchLocked records a batch written at pos in the segment's metadata
@@ -524,7 +597,7 @@ func (l *Log) rollLocked() error {
 	old.mu.Lock()
 	old.closed = true
 	old.mu.Unlock()
-	l.advanceDurable(&mark{seg: old, pos: old.size, end: old.next})
+	l.advanceDurable(&mark{seg: old, pos: old.size, end: old.next, gen: l.gen})
 	if err := l.writeIndexes(old); err != nil {
 		l.fence(fmt.Errorf("write index of %s: %w", old.path, err))
 		return l.unavailable("partition storage failed")
@@ -564,10 +637,10 @@ func (l *Log) writeIndexes(s *seg) error {
 	tidx := segment.EncodeTimeIndex(sum.LogSize, s.tindex)
 	s.mu.RUnlock()
 	// Time index first: a valid offset index implies a current time index.
-	if err := writeFileAtomic(l.cfg.FS, l.cfg.Dir, segment.FileName(s.base, segment.TimeIndexExt), tidx); err != nil {
+	if err := WriteFileAtomic(l.cfg.FS, l.cfg.Dir, segment.FileName(s.base, segment.TimeIndexExt), tidx); err != nil {
 		return err
 	}
-	return writeFileAtomic(l.cfg.FS, l.cfg.Dir, segment.FileName(s.base, segment.IndexExt), idx)
+	return WriteFileAtomic(l.cfg.FS, l.cfg.Dir, segment.FileName(s.base, segment.IndexExt), idx)
 }
 
 // publish replaces the segment snapshot readers see.
@@ -598,7 +671,7 @@ func (l *Log) checkpointLocked() error {
 	}
 	l.syncs.Add(1)
 	a.mu.RLock()
-	m := &mark{seg: a, pos: a.size, end: a.next}
+	m := &mark{seg: a, pos: a.size, end: a.next, gen: l.gen}
 	a.mu.RUnlock()
 	l.advanceDurable(m)
 	if err := l.writeIndexes(a); err != nil {

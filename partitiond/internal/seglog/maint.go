@@ -79,26 +79,29 @@ func (l *Log) DeleteOldest(n int) (int, error) {
 		if !closed {
 			break
 		}
-		err := l.retire(s, nil, func() (bool, error) {
-			fs, dir := l.cfg.FS, l.cfg.Dir
-			if err := fs.Remove(s.path); err != nil && !isNotExist(err) {
-				return false, err
-			}
-			for _, ext := range []string{segment.IndexExt, segment.TimeIndexExt} {
-				if err := fs.Remove(fs.Join(dir, segment.FileName(s.base, ext))); err != nil && !isNotExist(err) {
-					// The segment is gone; a leftover index is removed at
-					// the next open.
-					return true, err
-				}
-			}
-			return true, fs.SyncDir(dir)
-		})
+		err := l.retire(s, nil, func() (bool, error) { return l.removeSegmentFiles(s) })
 		if err != nil {
 			return deleted, errcode.StorageUnavailable.New("delete segment: "+err.Error(), "segment", s.path)
 		}
 		deleted++
 	}
 	return deleted, nil
+}
+
+// removeSegmentFiles removes a retired segment's file, then its index
+// files, then syncs the directory. committed reports that the segment file
+// is gone (a leftover index is removed at the next open).
+func (l *Log) removeSegmentFiles(s *seg) (committed bool, err error) {
+	fs, dir := l.cfg.FS, l.cfg.Dir
+	if err := fs.Remove(s.path); err != nil && !isNotExist(err) {
+		return false, err
+	}
+	for _, ext := range []string{segment.IndexExt, segment.TimeIndexExt} {
+		if err := fs.Remove(fs.Join(dir, segment.FileName(s.base, ext))); err != nil && !isNotExist(err) {
+			return true, err
+		}
+	}
+	return true, fs.SyncDir(dir)
 }
 
 // CompactOptions configures one compaction pass.

@@ -56,9 +56,10 @@ func (s *seg) lookupLocked(off uint64) int64 {
 	return int64(s.index[i-1].Pos)
 }
 
-// batchFn is called by walk for each durable batch that ends after from.
-// It returns true to stop.
-type batchFn func(h *segment.Header, recs []byte) (stop bool, err error)
+// batchFn is called by walk for each durable batch that ends after from,
+// with the whole stored batch (raw) and its record set (recs, a suffix of
+// raw); both are only valid during the call. It returns true to stop.
+type batchFn func(h *segment.Header, raw, recs []byte) (stop bool, err error)
 
 // walk visits, in offset order, every durable batch with an offset range
 // ending after from and a base offset below limit. segEnd is called after a
@@ -213,6 +214,15 @@ func (l *Log) walkSegment(s *seg, pos, end int64, limit uint64, chunk int, fn ba
 // which is capped at the durable end: nothing that is not durable is ever
 // returned. maxRecords or maxBytes <= 0 mean no limit of that kind.
 func (l *Log) Read(from uint64, maxRecords, maxBytes int, limit uint64) (ReadResult, error) {
+	return l.ReadFiltered(from, maxRecords, maxBytes, limit, nil)
+}
+
+// ReadFiltered is Read leaving out every batch for which skip (when not
+// nil) returns true: its offsets are passed over as a gap, so Next moves
+// past them even when nothing is returned. read_committed fetches skip
+// control markers and aborted transactional batches this way, deciding per
+// batch header without looking at the records.
+func (l *Log) ReadFiltered(from uint64, maxRecords, maxBytes int, limit uint64, skip func(h *segment.Header) bool) (ReadResult, error) {
 	if maxRecords <= 0 {
 		maxRecords = math.MaxInt
 	}
@@ -220,7 +230,7 @@ func (l *Log) Read(from uint64, maxRecords, maxBytes int, limit uint64) (ReadRes
 		maxBytes = math.MaxInt
 	}
 	for range 100 {
-		r, err := l.read(from, maxRecords, maxBytes, limit)
+		r, err := l.read(from, maxRecords, maxBytes, limit, skip)
 		if err != errRetired {
 			return r, err
 		}
@@ -228,7 +238,7 @@ func (l *Log) Read(from uint64, maxRecords, maxBytes int, limit uint64) (ReadRes
 	return ReadResult{}, errcode.StorageUnavailable.New("segments changed during every read attempt", "dir", l.cfg.Dir)
 }
 
-func (l *Log) read(from uint64, maxRecords, maxBytes int, limit uint64) (ReadResult, error) {
+func (l *Log) read(from uint64, maxRecords, maxBytes int, limit uint64, skip func(h *segment.Header) bool) (ReadResult, error) {
 	res := ReadResult{Next: from}
 	chunk := smallChunk
 	if maxBytes < largeChunk {
@@ -237,8 +247,12 @@ func (l *Log) read(from uint64, maxRecords, maxBytes int, limit uint64) (ReadRes
 		chunk = largeChunk
 	}
 	var out []byte
-	fn := func(h *segment.Header, recs []byte) (bool, error) {
+	fn := func(h *segment.Header, _, recs []byte) (bool, error) {
 		if h.LastOffset() < from {
+			return false, nil
+		}
+		if skip != nil && skip(h) {
+			res.Next = max(res.Next, h.NextOffset())
 			return false, nil
 		}
 		if out == nil {
@@ -279,7 +293,7 @@ func (l *Log) read(from uint64, maxRecords, maxBytes int, limit uint64) (ReadRes
 // and start below upTo, in order (headers and record sets; both only valid
 // during the call). Rebuilding producer state and compaction use it.
 func (l *Log) ScanBatches(from, upTo uint64, fn func(h *segment.Header, recs []byte) error) error {
-	return l.walk(from, upTo, largeChunk, func(h *segment.Header, recs []byte) (bool, error) {
+	return l.walk(from, upTo, largeChunk, func(h *segment.Header, _, recs []byte) (bool, error) {
 		if h.LastOffset() < from {
 			return false, nil
 		}
@@ -319,7 +333,7 @@ func (l *Log) offsetForTime(ts int64) (uint64, bool, error) {
 		s.mu.RUnlock()
 		var found uint64
 		ok := false
-		err := l.walk(from, math.MaxUint64, smallChunk, func(h *segment.Header, _ []byte) (bool, error) {
+		err := l.walk(from, math.MaxUint64, smallChunk, func(h *segment.Header, _, _ []byte) (bool, error) {
 			if h.MaxTimestamp >= ts {
 				found, ok = h.BaseOffset, true
 				return true, nil
@@ -406,5 +420,5 @@ func (l *Log) visitBatch(b []byte, limit uint64, fn batchFn, corrupt func(segmen
 	if h.BaseOffset >= limit {
 		return true, nil
 	}
-	return fn(&h, recs)
+	return fn(&h, b, recs)
 }

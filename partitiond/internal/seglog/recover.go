@@ -175,7 +175,7 @@ func (l *Log) recover() error {
 }
 
 func (l *Log) persistEpochs() error {
-	if err := writeFileAtomic(l.cfg.FS, l.cfg.Dir, EpochFile, encodeEpochs(l.epochs)); err != nil {
+	if err := WriteFileAtomic(l.cfg.FS, l.cfg.Dir, EpochFile, encodeEpochs(l.epochs)); err != nil {
 		return ioUnavailable("write leader epoch history", err)
 	}
 	return nil

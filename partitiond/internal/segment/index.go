@@ -76,6 +76,12 @@ const (
 	maxIndexEntries        = 1 << 28
 )
 
+// indexCRC is the checksum of index file b: its header up to the CRC field
+// at crcPos, then the entries after the headerLen-byte header.
+func indexCRC(b []byte, crcPos, headerLen int) uint32 {
+	return crc32.Update(crc32.Update(0, Castagnoli, b[:crcPos]), Castagnoli, b[headerLen:])
+}
+
 // EncodeIndex returns the offset index file for a segment.
 func EncodeIndex(s Summary, entries []IndexEntry) []byte {
 	b := make([]byte, indexHeaderLen+indexEntryLen*len(entries))
@@ -95,9 +101,7 @@ func EncodeIndex(s Summary, entries []IndexEntry) []byte {
 		be.PutUint32(b[p+4:], e.Pos)
 		p += indexEntryLen
 	}
-	crc := crc32.Update(0, Castagnoli, b[:60])
-	crc = crc32.Update(crc, Castagnoli, b[indexHeaderLen:])
-	be.PutUint32(b[60:], crc)
+	be.PutUint32(b[60:], indexCRC(b, 60, indexHeaderLen))
 	return b
 }
 
@@ -113,9 +117,7 @@ func DecodeIndex(b []byte) (Summary, []IndexEntry, error) {
 	if n > maxIndexEntries || len(b) != indexHeaderLen+indexEntryLen*int(n) {
 		return s, nil, fmt.Errorf("segment: offset index length %d does not match %d entries", len(b), n)
 	}
-	crc := crc32.Update(0, Castagnoli, b[:60])
-	crc = crc32.Update(crc, Castagnoli, b[indexHeaderLen:])
-	if crc != be.Uint32(b[60:]) {
+	if indexCRC(b, 60, indexHeaderLen) != be.Uint32(b[60:]) {
 		return s, nil, fmt.Errorf("segment: offset index checksum mismatch")
 	}
 	s = Summary{
@@ -159,9 +161,7 @@ func EncodeTimeIndex(logSize int64, entries []TimeEntry) []byte {
 		be.PutUint32(b[p+8:], e.RelOffset)
 		p += timeEntryLen
 	}
-	crc := crc32.Update(0, Castagnoli, b[:20])
-	crc = crc32.Update(crc, Castagnoli, b[timeHeaderLen:])
-	be.PutUint32(b[20:], crc)
+	be.PutUint32(b[20:], indexCRC(b, 20, timeHeaderLen))
 	return b
 }
 
@@ -175,9 +175,7 @@ func DecodeTimeIndex(b []byte) (int64, []TimeEntry, error) {
 	if n > maxIndexEntries || len(b) != timeHeaderLen+timeEntryLen*int(n) {
 		return 0, nil, fmt.Errorf("segment: time index length %d does not match %d entries", len(b), n)
 	}
-	crc := crc32.Update(0, Castagnoli, b[:20])
-	crc = crc32.Update(crc, Castagnoli, b[timeHeaderLen:])
-	if crc != be.Uint32(b[20:]) {
+	if indexCRC(b, 20, timeHeaderLen) != be.Uint32(b[20:]) {
 		return 0, nil, fmt.Errorf("segment: time index checksum mismatch")
 	}
 	entries := make([]TimeEntry, n)

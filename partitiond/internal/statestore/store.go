@@ -10,6 +10,7 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/strataio/strata/libs/errcode"
+	"github.com/strataio/strata/libs/telemetry"
 )
 
 // Partition states recorded in the meta.
@@ -63,7 +64,7 @@ func Open(dir string, fs vfs.FS, logger *slog.Logger) (*Store, error) {
 	db, err := pebble.Open(dir, &pebble.Options{
 		FS:        fs,
 		CacheSize: 8 << 20,
-		Logger:    pebbleLogger{logger},
+		Logger:    telemetry.PrintfLogger{Logger: logger, Component: "pebble"},
 		// Pinned so a pebble upgrade never ratchets the on-disk format.
 		FormatMajorVersion: pebble.FormatTableFormatV6,
 	})
@@ -216,7 +217,9 @@ func (s *Store) PutHWM(topic string, p int32, h HWM) error {
 	return wrap("write hwm", s.db.Set(sub(topic, p, KeyHWM), v, pebble.NoSync))
 }
 
-// GetHWM reads the HWM checkpoint; ok is false when there is none.
+// GetHWM reads the HWM checkpoint; ok is false when there is none. A
+// replica that becomes a follower starts from it (not from its own durable
+// end, which may hold records the new leader never had).
 func (s *Store) GetHWM(topic string, p int32) (HWM, bool, error) {
 	v, closer, err := s.db.Get(sub(topic, p, KeyHWM))
 	if errors.Is(err, pebble.ErrNotFound) {
@@ -286,21 +289,4 @@ func (s *Store) ProducerCheckpoint(topic string, p int32) (covered uint64, entri
 		entries = append(entries, ProducerEntry{ID: string(it.Key()[len(pre):]), State: append([]byte(nil), it.Value()...)})
 	}
 	return covered, entries, true, wrap("read producer checkpoint", it.Error())
-}
-
-// pebbleLogger sends pebble's messages to slog; Fatalf must not return.
-type pebbleLogger struct{ l *slog.Logger }
-
-func (p pebbleLogger) Infof(format string, args ...any) {
-	p.l.Debug(fmt.Sprintf(format, args...), "component", "pebble")
-}
-
-func (p pebbleLogger) Errorf(format string, args ...any) {
-	p.l.Error(fmt.Sprintf(format, args...), "component", "pebble")
-}
-
-func (p pebbleLogger) Fatalf(format string, args ...any) {
-	msg := fmt.Sprintf(format, args...)
-	p.l.Error(msg, "component", "pebble", "fatal", true)
-	panic("pebble: " + msg)
 }

@@ -4,7 +4,6 @@
 package main
 
 import (
-	"fmt"
 	"io"
 	"os"
 	"slices"
@@ -17,42 +16,31 @@ import (
 
 func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
 
-func run(args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 {
-		usage(stderr)
-		return 2
-	}
-	switch cmd := args[0]; {
-	case cmd == "run":
-		return allinone.Main(args[1:], stdout, stderr)
-	case cmd == "healthcheck":
-		return node.Healthcheck(args[1:], stderr)
-	case cmd == "trace-sink":
-		return tracesink.Main(args[1:], stdout, stderr)
-	case cmd == "help" || cmd == "-h" || cmd == "--help":
-		usage(stdout)
-		return 0
-	case slices.Contains(cli.Commands(), cmd):
-		return cli.Main(args, stdout, stderr)
-	default:
-		fmt.Fprintf(stderr, "strata: unknown command %q\n\n", cmd)
-		usage(stderr)
-		return 2
+// The commands main runs itself; cli lists them in help, suggestions,
+// completion and docs/cli.md, and dispatches everything.
+func init() {
+	cli.ServerCommands = []cli.ServerCommand{
+		{Name: "run", Summary: "run every role in one process (embedded defaults, data in --data-dir)", Run: helpOnStdout(allinone.Main)},
+		{Name: "healthcheck", Summary: "probe a /ready URL; exit 0 only on HTTP 200",
+			Run: helpOnStdout(func(args []string, _, stderr io.Writer) int { return node.Healthcheck(args, stderr) })},
+		{Name: "trace-sink", Summary: "development: receive OTLP/gRPC traces (plaintext, --listen :4317); print one JSON line per span",
+			Run: helpOnStdout(tracesink.Main)},
 	}
 }
 
-func usage(w io.Writer) {
-	fmt.Fprintln(w, "Usage: strata <command> [flags]")
-	fmt.Fprintln(w)
-	fmt.Fprintln(w, "Server:")
-	fmt.Fprintln(w, "  run          run every role in one process (embedded defaults, data in --data-dir)")
-	fmt.Fprintln(w, "  healthcheck  probe a /ready URL; exit 0 only on HTTP 200")
-	fmt.Fprintln(w)
-	fmt.Fprintln(w, "Client and tools (use `strata <command> --help`):")
-	for _, c := range cli.Commands() {
-		fmt.Fprintf(w, "  %s\n", c)
+// helpOnStdout gives the server commands, whose flag sets print help on
+// stderr (healthcheck also exits 2), the CLI's rule: --help is printed on
+// stdout and is success. A flag set stops at --help before doing anything.
+func helpOnStdout(run func(args []string, stdout, stderr io.Writer) int) func([]string, io.Writer, io.Writer) int {
+	return func(args []string, stdout, stderr io.Writer) int {
+		if !slices.ContainsFunc(args, func(a string) bool { return a == "-h" || a == "-help" || a == "--help" }) {
+			return run(args, stdout, stderr)
+		}
+		if code := run(args, stdout, stdout); code != 0 && code != 2 {
+			return code
+		}
+		return 0
 	}
-	fmt.Fprintln(w)
-	fmt.Fprintln(w, "Development:")
-	fmt.Fprintln(w, "  trace-sink   receive OTLP/gRPC traces (plaintext, --listen :4317); print one JSON line per span")
 }
+
+func run(args []string, stdout, stderr io.Writer) int { return cli.Main(args, stdout, stderr) }

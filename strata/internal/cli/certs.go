@@ -16,6 +16,7 @@ const certsUsage = `usage:
   strata certs init  --dir DIR [--cn NAME] [--validity 87600h] [--force]
   strata certs issue --dir DIR --role ROLE --node-id ID [--dns a,b] [--ip 10.0.0.1,::1]
                      [--out DIR] [--name NAME] [--validity 8760h]
+  strata certs ensure --dir DIR --node ROLE/ID [--node ROLE/ID ...]   (see strata certs ensure --help)
 
 init creates the cluster CA (ECDSA P-256) as DIR/ca.crt and DIR/ca.key.
 issue signs a node certificate with the CA in DIR: ECDSA P-256, usable as TLS
@@ -26,23 +27,19 @@ partitiond, coordinatord, gateway, admin. Files: OUT/NAME.crt and OUT/NAME.key
 `
 
 func runCerts(_ context.Context, args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 {
-		fmt.Fprint(stderr, certsUsage)
-		return exitUsage
+	sub, code, ok := subcommand(args, certsUsage, stdout, stderr)
+	if !ok {
+		return code
 	}
-	switch args[0] {
+	switch sub {
 	case "init":
 		return certsInit(args[1:], stdout, stderr)
 	case "issue":
 		return certsIssue(args[1:], stdout, stderr)
 	case "ensure":
 		return certsEnsure(args[1:], stdout, stderr)
-	case "-h", "--help", "help":
-		fmt.Fprint(stdout, certsUsage)
-		return exitOK
 	}
-	fmt.Fprintf(stderr, "strata certs: unknown subcommand %q\n\n%s", args[0], certsUsage)
-	return exitUsage
+	return unknownSubcommand(stderr, "certs", sub, certsUsage)
 }
 
 func certsInit(args []string, stdout, stderr io.Writer) int {
@@ -51,12 +48,8 @@ func certsInit(args []string, stdout, stderr io.Writer) int {
 	cn := fs.String("cn", "strata-cluster-ca", "CA common name")
 	validity := fs.Duration("validity", 10*365*24*time.Hour, "CA validity")
 	force := fs.Bool("force", false, "replace an existing CA (every node certificate must be reissued)")
-	pos, err := parseArgs(fs, args)
-	if err != nil {
+	if err := parseFlagsOnly(fs, args); err != nil {
 		return parseExit(err)
-	}
-	if len(pos) > 0 {
-		return usageError(stderr, fs, "unexpected argument %q", pos[0])
 	}
 	if *dir == "" {
 		return usageError(stderr, fs, "--dir is required")
@@ -72,8 +65,10 @@ func certsInit(args []string, stdout, stderr io.Writer) int {
 	if err := ca.Save(*dir); err != nil {
 		return fail(stderr, "certs init", err)
 	}
-	fmt.Fprintf(stdout, "CA %q written to %s (%s, %s), valid until %s\n", *cn, *dir, pki.CACertFile, pki.CAKeyFile,
-		ca.Cert.NotAfter.UTC().Format(time.RFC3339))
+	until := ca.Cert.NotAfter.UTC().Format(time.RFC3339)
+	emit(stdout, map[string]any{"cn": *cn, "cert": filepath.Join(*dir, pki.CACertFile), "key": filepath.Join(*dir, pki.CAKeyFile), "not_after": until}, func() {
+		fmt.Fprintf(stdout, "CA %q written to %s (%s, %s), valid until %s\n", *cn, *dir, pki.CACertFile, pki.CAKeyFile, until)
+	})
 	return exitOK
 }
 
@@ -87,12 +82,8 @@ func certsIssue(args []string, stdout, stderr io.Writer) int {
 	out := fs.String("out", "", "output directory (default --dir)")
 	name := fs.String("name", "", "file name stem (default <role>-<node-id>)")
 	validity := fs.Duration("validity", 365*24*time.Hour, "certificate validity")
-	pos, err := parseArgs(fs, args)
-	if err != nil {
+	if err := parseFlagsOnly(fs, args); err != nil {
 		return parseExit(err)
-	}
-	if len(pos) > 0 {
-		return usageError(stderr, fs, "unexpected argument %q", pos[0])
 	}
 	if *dir == "" || *role == "" || *nodeID == "" {
 		return usageError(stderr, fs, "--dir, --role and --node-id are required")
@@ -135,6 +126,8 @@ func certsIssue(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fail(stderr, "certs issue", err)
 	}
-	fmt.Fprintf(stdout, "issued %s: cert %s, key %s, CA %s\n", spec.Identity.URI(), files.Cert, files.Key, files.CA)
+	emit(stdout, map[string]any{"identity": spec.Identity.URI().String(), "cert": files.Cert, "key": files.Key, "ca": files.CA}, func() {
+		fmt.Fprintf(stdout, "issued %s: cert %s, key %s, CA %s\n", spec.Identity.URI(), files.Cert, files.Key, files.CA)
+	})
 	return exitOK
 }

@@ -53,12 +53,8 @@ func certsEnsure(args []string, stdout, stderr io.Writer) int {
 	ips := fs.String("ip", "127.0.0.1,::1", "IP SANs for every node, comma separated")
 	validity := fs.Duration("validity", 365*24*time.Hour, "validity of newly issued node certificates")
 	renew := fs.Duration("renew-before", 30*24*time.Hour, "reissue certificates expiring within this margin")
-	pos, err := parseArgs(fs, args)
-	if err != nil {
+	if err := parseFlagsOnly(fs, args); err != nil {
 		return parseExit(err)
-	}
-	if len(pos) > 0 {
-		return usageError(stderr, fs, "unexpected argument %q", pos[0])
 	}
 	if *dir == "" || len(nodes) == 0 {
 		return usageError(stderr, fs, "--dir and at least one --node are required")
@@ -84,23 +80,48 @@ func certsEnsure(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fail(stderr, "certs ensure", err)
 	}
-	if created {
+	// Table output reports as it goes; json and yaml print one document of
+	// every action at the end.
+	type action struct {
+		Identity string `json:"identity"`
+		Action   string `json:"action"` // kept, reissued, issued
+		Cert     string `json:"cert"`
+		Reason   string `json:"reason,omitempty"`
+	}
+	var actions []action
+	table := outputFormat(stdout) == fmtTable
+	if created && table {
 		fmt.Fprintf(stdout, "CA created in %s\n", *dir)
 	}
 	for _, n := range todo {
 		name := string(n.id.Role) + "-" + n.id.NodeID
 		files := pki.Files{CA: filepath.Join(*dir, pki.CACertFile), Cert: filepath.Join(*dir, pki.CertFile(name)), Key: filepath.Join(*dir, pki.KeyFile(name))}
-		if why := certProblem(files, ca, n, ipList, *renew); why == "" {
-			fmt.Fprintf(stdout, "kept %s (%s)\n", n.id.URI(), files.Cert)
+		why := certProblem(files, ca, n, ipList, *renew)
+		switch {
+		case why == "":
+			actions = append(actions, action{n.id.URI().String(), "kept", files.Cert, ""})
+			if table {
+				fmt.Fprintf(stdout, "kept %s (%s)\n", n.id.URI(), files.Cert)
+			}
 			continue
-		} else if why != "missing" {
+		case why != "missing" && table:
 			fmt.Fprintf(stdout, "reissuing %s: %s\n", n.id.URI(), why)
 		}
 		spec := pki.NodeSpec{Identity: n.id, DNSNames: n.dns, IPs: ipList, Validity: *validity}
 		if _, err := ca.IssueToDir(*dir, name, spec); err != nil {
 			return fail(stderr, "certs ensure", err)
 		}
-		fmt.Fprintf(stdout, "issued %s (%s)\n", n.id.URI(), files.Cert)
+		what := "issued"
+		if why != "missing" {
+			what = "reissued"
+		}
+		actions = append(actions, action{n.id.URI().String(), what, files.Cert, why})
+		if table {
+			fmt.Fprintf(stdout, "issued %s (%s)\n", n.id.URI(), files.Cert)
+		}
+	}
+	if !table {
+		emit(stdout, map[string]any{"ca_created": created, "dir": *dir, "nodes": nonNil(actions)}, nil)
 	}
 	return exitOK
 }

@@ -19,6 +19,8 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/strataio/strata/libs/client/fakebroker"
+	"github.com/strataio/strata/libs/errcode"
+	"github.com/strataio/strata/libs/wire"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -43,7 +45,7 @@ func mustRun(t *testing.T, args ...string) string {
 }
 
 func TestCommandsAndUsage(t *testing.T) {
-	want := []string{"bench", "certs", "cluster", "consume", "group", "produce", "topic"}
+	want := []string{"auth", "bench", "browse", "certs", "cluster", "completion", "consume", "group", "produce", "stream", "topic", "txn", "version"}
 	if got := Commands(); !slices.Equal(got, want) {
 		t.Fatalf("Commands() = %v", got)
 	}
@@ -167,9 +169,19 @@ func TestTopicCommands(t *testing.T) {
 	if out := mustRun(t, "topic", "delete", "audit", "--if-exists", "--addr", a); !strings.Contains(out, "did not exist") {
 		t.Fatalf("delete --if-exists: %s", out)
 	}
-	out = mustRun(t, "cluster", "status", "--addr", a)
+	out = mustRun(t, "cluster", "status", "--addr", a, "--output", "json")
 	if err := json.Unmarshal([]byte(out), &js); err != nil || js["fake"] != true {
-		t.Fatalf("cluster status: %v\n%s", err, out)
+		t.Fatalf("cluster status --output json: %v\n%s", err, out)
+	}
+	out = mustRun(t, "cluster", "status", "--addr", a)
+	for _, want := range []string{"raft:        leader fake-0", "gateway  1/1 live  fake-0", "topics:      ", "0 leaderless, 0 under-replicated"} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("cluster status lacks %q:\n%s", want, out)
+		}
+	}
+	out = mustRun(t, "cluster", "list", "--addr", a)
+	if !strings.Contains(out, "fake-0  gateway  true") {
+		t.Fatalf("cluster list:\n%s", out)
 	}
 	// Nothing listening: a typed, readable connection error.
 	b.Close()
@@ -245,6 +257,30 @@ func TestProduceAndConsume(t *testing.T) {
 	}
 }
 
+// consume --group --max N commits exactly the N records it printed (it used
+// to commit the whole fetched batch, skipping the rest for the group).
+func TestGroupConsumeMaxCommitsOnlyWhatItPrinted(t *testing.T) {
+	b := startBroker(t)
+	a := b.Addr()
+	mustRun(t, "topic", "create", "t2", "--addr", a, "--partitions", "1")
+	mustRun(t, "produce", "t2", "--addr", a, "--count", "100", "--size", "8")
+	out := mustRun(t, "consume", "t2", "--addr", a, "--group", "g2", "--max", "5", "--wait", "10ms")
+	if n := strings.Count(out, "\n"); n != 5 || !strings.Contains(out, "offset=4 ") || strings.Contains(out, "offset=5 ") {
+		t.Fatalf("--max 5 printed:\n%s", out)
+	}
+	if v, ok := b.Committed("t2", "g2", 0); !ok || v != 5 {
+		t.Fatalf("committed %d (found %v), want 5: the records printed", v, ok)
+	}
+	// The next run starts where the first stopped.
+	out = mustRun(t, "consume", "t2", "--addr", a, "--group", "g2", "--max", "10", "--wait", "10ms")
+	if !strings.HasPrefix(out, "partition=0 offset=5 ") || strings.Count(out, "\n") != 10 {
+		t.Fatalf("second run printed:\n%s", out)
+	}
+	if v, _ := b.Committed("t2", "g2", 0); v != 15 {
+		t.Fatalf("committed %d after the second run, want 15", v)
+	}
+}
+
 func TestBenchThroughCLI(t *testing.T) {
 	b := startBroker(t)
 	out := mustRun(t, "bench", "produce", "--addr", b.Addr(), "--count", "1000", "--batch", "50", "--conns", "2")
@@ -279,5 +315,34 @@ func TestTLSWithIssuedCertificates(t *testing.T) {
 	mustRun(t, "certs", "init", "--dir", other)
 	if code, _, errs := run(t, "topic", "list", "--addr", b.Addr(), "--tls-ca", filepath.Join(other, "ca.crt")); code != 1 || !strings.Contains(errs, "connection_lost") {
 		t.Fatalf("foreign CA: %d %s", code, errs)
+	}
+}
+
+// TestFollowingConsumerReportsAnOutageAndResumes: a consume --follow (plain
+// and as a group member) that meets retryable failures says so once on
+// stderr, keeps retrying with a backoff, says when it resumed, and prints
+// every record; without --follow the failure ends the command.
+func TestFollowingConsumerReportsAnOutageAndResumes(t *testing.T) {
+	b := startBroker(t)
+	a := b.Addr()
+	mustRun(t, "topic", "create", "t3", "--addr", a, "--partitions", "1")
+	mustRun(t, "produce", "t3", "--addr", a, "--count", "5", "--size", "8")
+	outage := errcode.RouterNotAvailable.New("partition server unreachable")
+	for _, args := range [][]string{
+		{"consume", "t3", "--addr", a, "--follow", "--max", "5", "--wait", "10ms"},
+		{"consume", "t3", "--addr", a, "--group", "g3", "--follow", "--max", "5", "--wait", "10ms"},
+	} {
+		b.Inject(wire.CmdConsume, outage, 3)
+		code, out, errs := run(t, args...)
+		if code != 0 || strings.Count(out, "\n") != 5 {
+			t.Fatalf("%v: exit %d, printed:\n%s\nstderr:\n%s", args, code, out, errs)
+		}
+		if strings.Count(errs, "retrying") != 1 || !strings.Contains(errs, "router_not_available") || !strings.Contains(errs, "resumed after") {
+			t.Fatalf("%v: stderr must report the outage once and the recovery:\n%s", args, errs)
+		}
+	}
+	b.Inject(wire.CmdConsume, outage, 1)
+	if code, _, errs := run(t, "consume", "t3", "--addr", a, "--wait", "10ms"); code != 1 || !strings.Contains(errs, "router_not_available") {
+		t.Fatalf("without --follow: exit %d, stderr %s", code, errs)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/strataio/strata/libs/client"
 	"github.com/strataio/strata/libs/errcode"
@@ -20,12 +21,13 @@ import (
 )
 
 const groupUsage = `usage:
-  strata group status GROUP [--json]
+  strata group status GROUP
   strata group describe GROUP
   strata group list
   strata group delete GROUP
   strata group reset-offsets GROUP --topic T [--partitions 0,2,5]
-      (--to-earliest | --to-latest | --to-offset N | --shift-by N | --to-current) [--execute]
+      (--to-earliest | --to-latest | --to-offset N | --shift-by N | --to-current |
+       --to-datetime TIME | --by-duration D) [--execute]
 
 describe adds, per partition of every topic the group selects, the committed offset
 (CURRENT-OFFSET), the high watermark (LOG-END-OFFSET), LAG = max(HWM -
@@ -40,14 +42,17 @@ offset, to the high watermark (--to-latest), to offset N, to the committed
 offset shifted by N (negative moves back), or to the committed offset itself.
 --to-offset and --shift-by are clamped into [earliest, high watermark].
 Without --execute it prints the plan and changes nothing (dry run).
+--to-datetime (RFC 3339 or unix ms) and --by-duration (now minus D, e.g.
+2h) move to the first record at or after that time, found by the server's
+time index (LIST_OFFSETS timestamp=, a Strata extension parameter), or to
+the high watermark when nothing is that late.
 `
 
 func runGroup(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 {
-		fmt.Fprint(stderr, groupUsage)
-		return exitUsage
+	sub, code, ok := subcommand(args, groupUsage, stdout, stderr)
+	if !ok {
+		return code
 	}
-	sub := args[0]
 	fs := newFlagSet("strata group "+sub, groupUsage, stderr)
 	cf := addConnFlags(fs)
 	var asJSON bool
@@ -55,25 +60,21 @@ func runGroup(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	want := 1
 	switch sub {
 	case "status", "describe":
-		fs.BoolVar(&asJSON, "json", false, "print the GROUP_STATUS JSON")
+		fs.BoolVar(&asJSON, "json", false, "same as --output json")
 	case "list":
 		want = 0
 	case "delete":
 	case "reset-offsets":
 		ro.add(fs)
-	case "-h", "--help", "help":
-		fmt.Fprint(stdout, groupUsage)
-		return exitOK
 	default:
-		fmt.Fprintf(stderr, "strata group: unknown subcommand %q\n\n%s", sub, groupUsage)
-		return exitUsage
+		return unknownSubcommand(stderr, "group", sub, groupUsage)
 	}
-	pos, err := parseArgs(fs, args[1:])
+	pos, err := parseCount(fs, args[1:], want)
 	if err != nil {
 		return parseExit(err)
 	}
-	if len(pos) != want {
-		return usageError(stderr, fs, "expected %d argument(s), got %d", want, len(pos))
+	if asJSON {
+		stdout = withFormat(stdout, fmtJSON)
 	}
 	var plan resetPlan
 	if sub == "reset-offsets" {
@@ -92,19 +93,23 @@ func runGroup(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		if err != nil {
 			return fail(stderr, "group list", err)
 		}
-		if v, ok := r.Get("groups"); ok {
-			for _, g := range splitList(strings.Trim(v, "[]")) {
-				fmt.Fprintln(stdout, g)
-			}
+		v, ok := r.Get("groups")
+		if !ok {
+			emit(stdout, fieldMap(r.Fields), func() { sortedPairs(stdout, r.Fields) })
 			return exitOK
 		}
-		sortedPairs(stdout, r.Fields)
+		groups := splitList(strings.Trim(v, "[]"))
+		emit(stdout, nonNil(groups), func() {
+			for _, g := range groups {
+				fmt.Fprintln(stdout, g)
+			}
+		})
 		return exitOK
 	case "delete":
 		if err := c.DeleteGroup(ctx, pos[0]); err != nil {
 			return fail(stderr, "group delete", err)
 		}
-		fmt.Fprintf(stdout, "group %s deleted\n", pos[0])
+		emit(stdout, map[string]any{"group": pos[0], "deleted": true}, func() { fmt.Fprintf(stdout, "group %s deleted\n", pos[0]) })
 		return exitOK
 	case "reset-offsets":
 		return resetOffsets(ctx, c, pos[0], plan, stdout, stderr)
@@ -113,11 +118,26 @@ func runGroup(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if err != nil {
 		return fail(stderr, "group "+sub, err)
 	}
-	if asJSON {
-		var v any
-		_ = json.Unmarshal(st.Raw, &v)
-		out, _ := json.MarshalIndent(v, "", "  ")
-		fmt.Fprintln(stdout, string(out))
+	var rows []offsetRow
+	var total uint64
+	if sub == "describe" {
+		if rows, total, err = groupOffsets(ctx, c, st); err != nil {
+			return fail(stderr, "group describe", err)
+		}
+	}
+	if outputFormat(stdout) != fmtTable {
+		if sub == "status" {
+			printJSON(stdout, st.Raw)
+			return exitOK
+		}
+		// describe: the GROUP_STATUS document plus the offsets and lag the
+		// table shows.
+		doc := map[string]any{}
+		if err := json.Unmarshal(st.Raw, &doc); err != nil {
+			return fail(stderr, "group describe", err)
+		}
+		doc["offsets"], doc["total_lag"] = nonNil(rows), total
+		emit(stdout, doc, nil)
 		return exitOK
 	}
 	fmt.Fprintf(stdout, "group %s topic %s state %s generation %d members %d partitions %d last_rebalance %s\n",
@@ -129,17 +149,39 @@ func runGroup(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	_ = tw.Flush()
 	if sub == "describe" {
-		return describeOffsets(ctx, c, st, stdout, stderr)
+		fmt.Fprintln(stdout)
+		tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "TOPIC\tPARTITION\tCURRENT-OFFSET\tLOG-END-OFFSET\tLAG\tMEMBER")
+		for _, r := range rows {
+			member := r.Member
+			if member == "" {
+				member = "-"
+			}
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%s\n", r.Topic, r.Partition, r.Current, r.LogEnd, r.Lag, member)
+		}
+		_ = tw.Flush()
+		fmt.Fprintf(stdout, "TOTAL-LAG %d\n", total)
 	}
 	return exitOK
 }
 
-// describeOffsets prints the per-partition offsets and lag table of a group,
-// as Kafka's and rpk's group describe do, for every topic the group selects.
-func describeOffsets(ctx context.Context, c *client.Client, st *client.GroupStatus, stdout, stderr io.Writer) int {
+// offsetRow is one partition of group describe.
+type offsetRow struct {
+	Topic     string `json:"topic"`
+	Partition int32  `json:"partition"`
+	Current   uint64 `json:"current_offset"`
+	LogEnd    uint64 `json:"log_end_offset"`
+	Lag       uint64 `json:"lag"`
+	Member    string `json:"member,omitempty"`
+}
+
+// groupOffsets returns the per-partition offsets and lag of a group, as
+// Kafka's and rpk's group describe show them, for every topic the group
+// selects, and the total lag.
+func groupOffsets(ctx context.Context, c *client.Client, st *client.GroupStatus) ([]offsetRow, uint64, error) {
 	topics, err := groupTopics(ctx, c, st.TopicName)
 	if err != nil {
-		return fail(stderr, "group describe", err)
+		return nil, 0, err
 	}
 	// Assignments are bare partition numbers: they name a member's
 	// partitions only when the group has one topic.
@@ -151,35 +193,27 @@ func describeOffsets(ctx context.Context, c *client.Client, st *client.GroupStat
 			}
 		}
 	}
-	fmt.Fprintln(stdout)
-	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "TOPIC\tPARTITION\tCURRENT-OFFSET\tLOG-END-OFFSET\tLAG\tMEMBER")
+	var rows []offsetRow
 	var total uint64
 	for _, topic := range topics {
 		offs, err := c.ListOffsets(ctx, topic, -1)
 		if err != nil {
-			return fail(stderr, "group describe", err)
+			return nil, 0, err
 		}
 		for _, o := range offs {
 			committed, err := c.FetchOffset(ctx, topic, o.Partition, st.GroupName)
 			if err != nil {
-				return fail(stderr, "group describe", err)
+				return nil, 0, err
 			}
 			var lag uint64
 			if o.HWM > committed {
 				lag = o.HWM - committed
 			}
 			total += lag
-			member := owner[o.Partition]
-			if member == "" {
-				member = "-"
-			}
-			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%s\n", topic, o.Partition, committed, o.HWM, lag, member)
+			rows = append(rows, offsetRow{Topic: topic, Partition: o.Partition, Current: committed, LogEnd: o.HWM, Lag: lag, Member: owner[o.Partition]})
 		}
 	}
-	_ = tw.Flush()
-	fmt.Fprintf(stdout, "TOTAL-LAG %d\n", total)
-	return exitOK
+	return rows, total, nil
 }
 
 // groupTopics returns the topics of a group from GROUP_STATUS topic_name:
@@ -213,16 +247,21 @@ type resetFlags struct {
 	toOffset                        uint64
 	shiftBy                         int64
 	execute                         bool
+	toDatetime                      string
+	byDuration                      time.Duration
 }
 
 func (f *resetFlags) add(fs *flag.FlagSet) {
 	fs.StringVar(&f.topic, "topic", "", "topic whose offsets move (required)")
+	alias(fs, "t", "topic")
 	fs.StringVar(&f.partitions, "partitions", "", "comma-separated partitions (default: every partition of the topic)")
 	fs.BoolVar(&f.toEarliest, "to-earliest", false, "reset to the earliest retained offset")
 	fs.BoolVar(&f.toLatest, "to-latest", false, "reset to the high watermark")
 	fs.Uint64Var(&f.toOffset, "to-offset", 0, "reset to offset N (clamped into [earliest, high watermark])")
 	fs.Int64Var(&f.shiftBy, "shift-by", 0, "move the committed offset by N, negative moves back (clamped)")
 	fs.BoolVar(&f.toCurrent, "to-current", false, "reset to the committed offset")
+	fs.StringVar(&f.toDatetime, "to-datetime", "", "reset to the first offset at or after TIME (RFC 3339 or unix ms; the server's time index)")
+	fs.DurationVar(&f.byDuration, "by-duration", 0, "reset to the first offset at or after now minus D (the server's time index)")
 	fs.BoolVar(&f.execute, "execute", false, "apply the reset (default: dry run, print the plan only)")
 }
 
@@ -233,6 +272,8 @@ const (
 	resetOffset   = "to-offset"
 	resetShift    = "shift-by"
 	resetCurrent  = "to-current"
+	resetDatetime = "to-datetime"
+	resetDuration = "by-duration"
 )
 
 // resetPlan is a checked reset-offsets command line.
@@ -244,6 +285,7 @@ type resetPlan struct {
 	offset  uint64
 	shift   int64
 	execute bool
+	at      time.Time // resetDatetime, resetDuration
 }
 
 // plan checks the flags fs parsed: --topic is required, exactly one target
@@ -260,14 +302,27 @@ func (f *resetFlags) plan(fs *flag.FlagSet) (resetPlan, error) {
 		}
 	}
 	fs.Visit(func(fl *flag.Flag) {
-		if fl.Name == resetOffset || fl.Name == resetShift {
+		if fl.Name == resetOffset || fl.Name == resetShift || fl.Name == resetDatetime || fl.Name == resetDuration {
 			targets = append(targets, fl.Name)
 		}
 	})
 	if len(targets) != 1 {
-		return p, errors.New("exactly one of --to-earliest, --to-latest, --to-offset, --shift-by, --to-current is required")
+		return p, errors.New("exactly one of --to-earliest, --to-latest, --to-offset, --shift-by, --to-current, --to-datetime, --by-duration is required")
 	}
 	p.target = targets[0]
+	switch p.target {
+	case resetDatetime:
+		at, err := parseTime(f.toDatetime)
+		if err != nil {
+			return p, fmt.Errorf("--to-datetime: %w", err)
+		}
+		p.at = at
+	case resetDuration:
+		if f.byDuration <= 0 {
+			return p, errors.New("--by-duration must be positive")
+		}
+		p.at = time.Now().Add(-f.byDuration)
+	}
 	if f.partitions != "" {
 		seen := map[int32]bool{}
 		for _, s := range strings.Split(f.partitions, ",") {
@@ -299,6 +354,9 @@ func (p resetPlan) newOffset(current uint64, o client.PartitionOffsets) (uint64,
 		return o.HWM, ""
 	case resetCurrent:
 		return current, ""
+	case resetDatetime, resetDuration:
+		// The server's time-index lookup, already within [earliest, HWM].
+		return o.Time, ""
 	case resetOffset:
 		want, what = p.offset, fmt.Sprintf("offset %d", p.offset)
 	case resetShift:
@@ -334,7 +392,13 @@ func shiftOffset(cur uint64, by int64) (next uint64, below bool) {
 // plan and, with --execute, applies it with one RESET_OFFSETS.
 func resetOffsets(ctx context.Context, c *client.Client, group string, p resetPlan, stdout, stderr io.Writer) int {
 	const name = "group reset-offsets"
-	offs, err := c.ListOffsets(ctx, p.topic, -1)
+	var offs []client.PartitionOffsets
+	var err error
+	if p.target == resetDatetime || p.target == resetDuration {
+		offs, err = c.ListOffsetsAt(ctx, p.topic, -1, p.at)
+	} else {
+		offs, err = c.ListOffsets(ctx, p.topic, -1)
+	}
 	if err != nil {
 		return fail(stderr, name, err)
 	}
@@ -355,9 +419,13 @@ func resetOffsets(ctx context.Context, c *client.Client, group string, p resetPl
 				"topic", p.topic, "partition", strconv.Itoa(int(part))))
 		}
 	}
+	type planRow struct {
+		Partition int32  `json:"partition"`
+		Current   uint64 `json:"current_offset"`
+		New       uint64 `json:"new_offset"`
+	}
 	entries := make([]wire.PartitionOffset, 0, len(parts))
-	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "TOPIC\tPARTITION\tCURRENT-OFFSET\tNEW-OFFSET")
+	rows := make([]planRow, 0, len(parts))
 	for _, part := range parts {
 		current, err := c.FetchOffset(ctx, p.topic, part, group)
 		if err != nil {
@@ -368,58 +436,30 @@ func resetOffsets(ctx context.Context, c *client.Client, group string, p resetPl
 			fmt.Fprintln(stderr, "note: "+note)
 		}
 		entries = append(entries, wire.PartitionOffset{Partition: part, Offset: next})
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\n", p.topic, part, current, next)
+		rows = append(rows, planRow{part, current, next})
 	}
-	_ = tw.Flush()
-	if !p.execute {
-		fmt.Fprintln(stdout, "dry run: nothing changed; add --execute to apply")
-		return exitOK
-	}
-	n, err := c.ResetOffsets(ctx, group, p.topic, entries)
-	if err != nil {
-		return fail(stderr, name, err)
-	}
-	fmt.Fprintf(stdout, "reset %d offsets of group %s on topic %s\n", n, group, p.topic)
-	return exitOK
-}
-
-const clusterUsage = `usage:
-  strata cluster status
-
-Prints the CLUSTER_STATUS JSON document (brokers, Raft leader, partition
-leaders, leaderless and under-replicated counts).
-`
-
-func runCluster(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 || args[0] != "status" {
-		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "help") {
-			fmt.Fprint(stdout, clusterUsage)
-			return exitOK
+	n := 0
+	if p.execute {
+		if n, err = c.ResetOffsets(ctx, group, p.topic, entries); err != nil {
+			return fail(stderr, name, err)
 		}
-		fmt.Fprint(stderr, clusterUsage)
-		return exitUsage
 	}
-	fs := newFlagSet("strata cluster status", clusterUsage, stderr)
-	cf := addConnFlags(fs)
-	pos, err := parseArgs(fs, args[1:])
-	if err != nil {
-		return parseExit(err)
+	doc := map[string]any{"group": group, "topic": p.topic, "executed": p.execute, "offsets": rows}
+	if p.execute {
+		doc["reset"] = n
 	}
-	if len(pos) != 0 {
-		return usageError(stderr, fs, "unexpected argument %q", pos[0])
-	}
-	c, err := cf.dial(ctx)
-	if err != nil {
-		return fail(stderr, "cluster status", err)
-	}
-	defer c.Close()
-	raw, err := c.ClusterStatus(ctx)
-	if err != nil {
-		return fail(stderr, "cluster status", err)
-	}
-	var v any
-	_ = json.Unmarshal(raw, &v)
-	out, _ := json.MarshalIndent(v, "", "  ")
-	fmt.Fprintln(stdout, string(out))
+	emit(stdout, doc, func() {
+		tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "TOPIC\tPARTITION\tCURRENT-OFFSET\tNEW-OFFSET")
+		for _, r := range rows {
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\n", p.topic, r.Partition, r.Current, r.New)
+		}
+		_ = tw.Flush()
+		if !p.execute {
+			fmt.Fprintln(stdout, "dry run: nothing changed; add --execute to apply")
+			return
+		}
+		fmt.Fprintf(stdout, "reset %d offsets of group %s on topic %s\n", n, group, p.topic)
+	})
 	return exitOK
 }

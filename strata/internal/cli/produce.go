@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/strataio/strata/libs/client"
+	"github.com/strataio/strata/libs/errcode"
 )
 
 // stdin is where produce reads lines; tests replace it.
@@ -19,11 +20,18 @@ const produceUsage = `usage:
   strata produce TOPIC [--partition N] [--key K | --key-separator SEP] [--acks 0|1|all]
                        [--idempotent] [--batch N] [--linger D]
   strata produce TOPIC --count N [--size BYTES] ...
+  strata produce TOPIC --value-file FILE [--key-file FILE | --key K] ...
 
 Without --count every line of standard input becomes one record (the line
 without its newline). --key-separator splits each line into key and value at
 the first SEP. With --count, N synthetic records of --size bytes are sent.
+--value-file sends one record whose value is the file's bytes exactly
+("-": all of standard input), binary included; --key-file reads the key of
+every record from a file the same way.
 Records go through the batching Producer (batch frames, not text PUBLISH).
+
+--header is refused: Wire v2 records have no headers (the record's optional
+fields are timestamp, producer, key, event-sourcing and transaction fields).
 `
 
 func runProduce(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -39,15 +47,42 @@ func runProduce(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	size := fs.Int("size", 100, "synthetic record size in bytes")
 	batch := fs.Int("batch", 1000, "records per batch")
 	linger := fs.Duration("linger", 5*time.Millisecond, "how long a partial batch waits for more records")
-	pos, err := parseArgs(fs, args)
-	if err != nil {
+	keyFile := fs.String("key-file", "", "read the key of every record from FILE (exact bytes)")
+	valueFile := fs.String("value-file", "", "send one record whose value is FILE's bytes (\"-\": standard input)")
+	for short, long := range map[string]string{"t": "topic", "p": "partition", "k": "key", "n": "count"} {
+		alias(fs, short, long)
+	}
+	var headers listFlag
+	fs.Var(&headers, "header", "record header k=v (repeatable; refused: Wire v2 records carry no headers)")
+	if err := parseTopic(fs, args, topic); err != nil {
 		return parseExit(err)
 	}
-	if *topic == "" && len(pos) > 0 {
-		*topic, pos = pos[0], pos[1:]
+	if len(headers) > 0 {
+		return fail(stderr, "produce", errcode.UnsupportedFeature.New("Wire v2 records have no headers field "+
+			"(optional record fields: timestamp, producer, key, event_type, schema_version, aggregate_version, metadata, "+
+			"transaction and control fields, event_id, payload_digest); put the data in the key or the value",
+			"option", "--header", "header", headers[0]))
 	}
-	if *topic == "" || len(pos) > 0 {
-		return usageError(stderr, fs, "one topic required")
+	if *keyFile != "" && (*key != "" || *keySep != "") {
+		return usageError(stderr, fs, "--key-file cannot be combined with --key or --key-separator")
+	}
+	if *valueFile != "" && (*count > 0 || *keySep != "") {
+		return usageError(stderr, fs, "--value-file cannot be combined with --count or --key-separator")
+	}
+	if *keyFile != "" {
+		b, err := readFileArg(*keyFile)
+		if err != nil {
+			return fail(stderr, "produce", err)
+		}
+		*key = string(b)
+	}
+	var value []byte
+	if *valueFile != "" {
+		b, err := readFileArg(*valueFile)
+		if err != nil {
+			return fail(stderr, "produce", err)
+		}
+		value = b
 	}
 	if *idem && *acks != "all" && *acks != "-1" {
 		if *acks != "1" {
@@ -83,7 +118,12 @@ func runProduce(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		return nil
 	}
 	start := time.Now()
-	if *count > 0 {
+	if *valueFile != "" {
+		if err := send(*key, value); err != nil {
+			_ = p.Close(context.Background())
+			return fail(stderr, "produce", err)
+		}
+	} else if *count > 0 {
 		payload := []byte(strings.Repeat("x", max(*size, 0)))
 		for i := int64(0); i < *count && ctx.Err() == nil; i++ {
 			if err := send(*key, payload); err != nil {
@@ -122,6 +162,23 @@ func runProduce(ctx context.Context, args []string, stdout, stderr io.Writer) in
 			return fail(stderr, "produce", r.Err)
 		}
 	}
-	fmt.Fprintf(stdout, "produced %d records to %s (acks=%s) in %s\n", sent, *topic, *acks, time.Since(start).Round(time.Millisecond))
+	took := time.Since(start)
+	emit(stdout, map[string]any{"topic": *topic, "records": sent, "acks": *acks, "duration_ms": took.Milliseconds()}, func() {
+		fmt.Fprintf(stdout, "produced %d records to %s (acks=%s) in %s\n", sent, *topic, *acks, took.Round(time.Millisecond))
+	})
 	return exitOK
 }
+
+// readFileArg reads FILE, or standard input for "-".
+func readFileArg(name string) ([]byte, error) {
+	if name == "-" {
+		return io.ReadAll(stdin)
+	}
+	return os.ReadFile(name)
+}
+
+// listFlag is a repeatable string flag.
+type listFlag []string
+
+func (l *listFlag) String() string     { return strings.Join(*l, ",") }
+func (l *listFlag) Set(v string) error { *l = append(*l, v); return nil }

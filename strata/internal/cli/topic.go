@@ -2,13 +2,13 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
 	"text/tabwriter"
 
 	"github.com/strataio/strata/libs/client"
+	"github.com/strataio/strata/libs/wire"
 )
 
 const topicUsage = `usage:
@@ -16,27 +16,28 @@ const topicUsage = `usage:
                            [--event-sourcing] [--cleanup-policy delete|compact|delete,compact]
                            [--retention-hours N] [--retention-bytes N]
                            [--partitioner hash_key|round_robin] [--min-isr N|default]
+                           [--auth-policy open|deny_write|deny_read|acl]
+                           [--read-acl P1,P2|*] [--write-acl P1,P2|*]
   strata topic list
-  strata topic describe NAME [--json]
+  strata topic describe NAME
   strata topic delete NAME [--if-exists]
 
 CREATE on an existing topic patches it (partitions may only grow).
 `
 
 func runTopic(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 {
-		fmt.Fprint(stderr, topicUsage)
-		return exitUsage
+	sub, code, ok := subcommand(args, topicUsage, stdout, stderr)
+	if !ok {
+		return code
 	}
-	sub := args[0]
 	fs := newFlagSet("strata topic "+sub, topicUsage, stderr)
 	cf := addConnFlags(fs)
 	var cfg client.TopicConfig
 	var idem, es, ifExists, asJSON bool
 	switch sub {
 	case "create":
-		fs.IntVar(&cfg.Partitions, "partitions", 0, "partitions (server default 4)")
-		fs.IntVar(&cfg.ReplicationFactor, "replication-factor", 0, "replicas (server default 3; immutable)")
+		fs.IntVar(&cfg.Partitions, "partitions", 0, "partitions (0: the server's default, 4)")
+		fs.IntVar(&cfg.ReplicationFactor, "replication-factor", 0, "replicas (0: metad's default_replication_factor, 1 unless configured; immutable)")
 		fs.BoolVar(&idem, "idempotent", false, "idempotent topic (immutable)")
 		fs.BoolVar(&es, "event-sourcing", false, "event-sourcing topic (immutable)")
 		fs.StringVar(&cfg.CleanupPolicy, "cleanup-policy", "", "delete, compact or delete,compact")
@@ -44,28 +45,27 @@ func runTopic(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		fs.Int64Var(&cfg.RetentionBytes, "retention-bytes", 0, "retention bytes (0: broker default)")
 		fs.StringVar(&cfg.Partitioner, "partitioner", "", "hash_key or round_robin")
 		fs.StringVar(&cfg.MinInSyncReplicas, "min-isr", "", "min_in_sync_replicas: number or default")
+		fs.StringVar(&cfg.AuthPolicy, "auth-policy", "", "open, deny_write, deny_read or acl (enforced with enable_sasl)")
+		fs.StringVar(&cfg.ReadACL, "read-acl", "", "principals that may read under acl (comma separated; * any authenticated)")
+		fs.StringVar(&cfg.WriteACL, "write-acl", "", "principals that may write under acl (comma separated; * any authenticated)")
 	case "describe":
-		fs.BoolVar(&asJSON, "json", false, "print the DESCRIBE JSON as received")
+		fs.BoolVar(&asJSON, "json", false, "same as --output json: the DESCRIBE JSON as received")
 	case "delete":
 		fs.BoolVar(&ifExists, "if-exists", false, "a missing topic is not an error")
 	case "list":
-	case "-h", "--help", "help":
-		fmt.Fprint(stdout, topicUsage)
-		return exitOK
 	default:
-		fmt.Fprintf(stderr, "strata topic: unknown subcommand %q\n\n%s", sub, topicUsage)
-		return exitUsage
-	}
-	pos, err := parseArgs(fs, args[1:])
-	if err != nil {
-		return parseExit(err)
+		return unknownSubcommand(stderr, "topic", sub, topicUsage)
 	}
 	want := 1
 	if sub == "list" {
 		want = 0
 	}
-	if len(pos) != want {
-		return usageError(stderr, fs, "expected %d argument(s), got %d", want, len(pos))
+	pos, err := parseCount(fs, args[1:], want)
+	if err != nil {
+		return parseExit(err)
+	}
+	if asJSON {
+		stdout = withFormat(stdout, fmtJSON)
 	}
 	c, err := cf.dial(ctx)
 	if err != nil {
@@ -85,25 +85,24 @@ func runTopic(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		if err != nil {
 			return fail(stderr, "topic create", err)
 		}
-		sortedPairs(stdout, r.Fields)
+		emit(stdout, fieldMap(r.Fields), func() { sortedPairs(stdout, r.Fields) })
 	case "list":
 		names, err := c.ListTopics(ctx)
 		if err != nil {
 			return fail(stderr, "topic list", err)
 		}
-		for _, n := range names {
-			fmt.Fprintln(stdout, n)
-		}
+		emit(stdout, nonNil(names), func() {
+			for _, n := range names {
+				fmt.Fprintln(stdout, n)
+			}
+		})
 	case "describe":
 		d, err := c.Describe(ctx, pos[0])
 		if err != nil {
 			return fail(stderr, "topic describe", err)
 		}
-		if asJSON {
-			var v any
-			_ = json.Unmarshal(d.Raw, &v)
-			out, _ := json.MarshalIndent(v, "", "  ")
-			fmt.Fprintln(stdout, string(out))
+		if outputFormat(stdout) != fmtTable {
+			printJSON(stdout, d.Raw)
 			return exitOK
 		}
 		def := d.Definition
@@ -121,13 +120,32 @@ func runTopic(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		if err != nil {
 			return fail(stderr, "topic delete", err)
 		}
-		if deleted {
-			fmt.Fprintf(stdout, "topic %s deleted\n", pos[0])
-		} else {
-			fmt.Fprintf(stdout, "topic %s did not exist\n", pos[0])
-		}
+		emit(stdout, map[string]any{"topic": pos[0], "deleted": deleted}, func() {
+			if deleted {
+				fmt.Fprintf(stdout, "topic %s deleted\n", pos[0])
+			} else {
+				fmt.Fprintf(stdout, "topic %s did not exist\n", pos[0])
+			}
+		})
 	}
 	return exitOK
 }
 
 func ids(v []string) string { return "[" + strings.Join(v, ",") + "]" }
+
+// fieldMap is reply fields as a JSON object.
+func fieldMap(fields []wire.Field) map[string]string {
+	m := make(map[string]string, len(fields))
+	for _, f := range fields {
+		m[f.Key] = f.Value
+	}
+	return m
+}
+
+// nonNil makes an empty list print as [] rather than null.
+func nonNil[T any](v []T) []T {
+	if v == nil {
+		return []T{}
+	}
+	return v
+}

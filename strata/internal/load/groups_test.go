@@ -2,11 +2,8 @@ package load
 
 import (
 	"bytes"
-	"context"
-	"encoding/json"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/strataio/strata/libs/client"
 	"github.com/strataio/strata/libs/errcode"
@@ -14,9 +11,7 @@ import (
 )
 
 func TestGroupsAgainstFakeBroker(t *testing.T) {
-	b := startBroker(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
+	b, ctx := startBroker(t)
 	// 400 operations over 2 connections in equal parts; the topic is
 	// created with max(3, 8) partitions for BATCH_COMMITs of 8 entries.
 	res, err := Run(ctx, Config{Mode: ModeGroups, Addr: b.Addr(), Topic: "gbench", Partitions: 3, Conns: 2,
@@ -102,25 +97,16 @@ func TestGroupsAgainstFakeBroker(t *testing.T) {
 }
 
 func TestGroupsMixFencingAndFlags(t *testing.T) {
-	b := startBroker(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	// One GEN_MISMATCH: the connection counts the error, rejoins and goes on.
+	b, ctx := startBroker(t)
+	// One GEN_MISMATCH: the connection counts the error, rejoins and goes
+	// on; the failed request makes the run exit 1.
 	b.Inject(wire.CmdCommitOffset, errcode.GenMismatch.New("stale generation"), 1)
-	var out, errb bytes.Buffer
-	code := Main(ctx, []string{"groups", "--addr", b.Addr(), "--conns", "1", "--count", "300", "--mix", "commit=2,fetch=1",
-		"--rejoins", "0", "--json"}, &out, &errb)
-	if code != 0 {
-		t.Fatalf("exit %d: %s", code, errb.String())
-	}
-	var res Result
-	if err := json.Unmarshal(out.Bytes(), &res); err != nil {
-		t.Fatalf("json: %v\n%s", err, out.String())
-	}
+	res, report := mainJSONExit(t, ctx, 1, "groups", "--addr", b.Addr(), "--conns", "1", "--count", "300", "--mix", "commit=2,fetch=1",
+		"--rejoins", "0")
 	g := res.Groups
 	if res.Topic != "strata-bench-groups" || res.RecordSize != 0 || g.Partitions != 4 || g.Command("BATCH_COMMIT") != nil ||
 		g.Command("HEARTBEAT") != nil || g.Command("JOIN+SYNC+LEAVE") != nil {
-		t.Fatalf("report: %s", out.String())
+		t.Fatalf("report: %s", report)
 	}
 	commit, fetch := g.Command("COMMIT_OFFSET"), g.Command("FETCH_OFFSET")
 	if commit.Errors != 1 || len(commit.FirstErrors) != 1 || !strings.Contains(commit.FirstErrors[0], "GEN_MISMATCH") ||
@@ -128,6 +114,7 @@ func TestGroupsMixFencingAndFlags(t *testing.T) {
 		t.Fatalf("commit %+v fetch %+v rejoins %d mismatches %d", commit, fetch, g.Rejoins, g.OffsetMismatches)
 	}
 
+	var out, errb bytes.Buffer
 	for _, bad := range [][]string{{"--mix", "bogus=1"}, {"--mix", "commit=0"}, {"--mix", "commit=-1"}} {
 		if code := Main(ctx, append([]string{"groups", "--addr", b.Addr()}, bad...), &out, &errb); code != 2 {
 			t.Fatalf("%v: exit %d", bad, code)

@@ -69,6 +69,12 @@ type Config struct {
 	// KeepGroups keeps the groups of a groups run (default: deleted at
 	// the end, so runs leave nothing behind).
 	KeepGroups bool
+
+	// Progress, when set, receives a progress line per side every
+	// ProgressEvery (default 1 s): records/s, MB/s, p99 so far (produce,
+	// consume and e2e modes).
+	Progress      io.Writer
+	ProgressEvery time.Duration
 }
 
 // Defaults fills zero fields.
@@ -156,11 +162,32 @@ type Result struct {
 	Groups *GroupsReport `json:"groups,omitempty"`
 }
 
+// Failures counts what makes a run fail: requests that failed on either
+// side, in any groups command, and committed offsets read back different
+// from the last acknowledged commit. A load tool that reports errors and
+// exits 0 lets a broken deployment pass a script.
+func (r *Result) Failures() int64 {
+	var n int64
+	for _, s := range []*Side{r.Produce, r.Consume} {
+		if s != nil {
+			n += s.Errors
+		}
+	}
+	if g := r.Groups; g != nil {
+		for _, c := range g.Commands {
+			n += c.Errors
+		}
+		n += g.OffsetMismatches
+	}
+	return n
+}
+
 // side collects one half's counters across workers.
 type side struct {
 	records, bytes, errors atomic.Int64
 	mu                     sync.Mutex
 	hist                   Histogram
+	live                   *liveHist // progress lines only (progress.go)
 	firstErr               string
 	start                  time.Time
 	end                    time.Time
@@ -173,6 +200,17 @@ func (s *side) fail(err error) {
 		s.firstErr = err.Error()
 	}
 	s.mu.Unlock()
+}
+
+// stops handles err of a request made under ctx and reports whether the
+// worker stops: when the run has ended (ctx is done; the error is not
+// counted) or err is not retryable (counted, as retryable ones are).
+func (s *side) stops(ctx context.Context, err error) bool {
+	if ctx.Err() != nil {
+		return true
+	}
+	s.fail(err)
+	return !errcode.IsRetryable(err)
 }
 
 func (s *side) merge(h *Histogram) {
@@ -262,6 +300,10 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}
 	if cfg.Mode == ModeConsume || cfg.Mode == ModeE2E {
 		cons = &side{}
+	}
+	stopProgress := startProgress(ctx, cfg, prod, cons)
+	defer stopProgress()
+	if cons != nil {
 		if cfg.Mode == ModeE2E {
 			e2e = &Histogram{}
 		}
@@ -454,16 +496,14 @@ func produceLoop(ctx, callCtx context.Context, c *client.Client, cfg Config, wor
 		start := time.Now()
 		_, err = c.PublishEncoded(callCtx, buf, cfg.Acks)
 		if err != nil {
-			if callCtx.Err() != nil {
-				return
-			}
-			s.fail(err)
-			if !errcode.IsRetryable(err) {
+			if s.stops(callCtx, err) {
 				return
 			}
 			continue
 		}
-		h.Record(time.Since(start))
+		d := time.Since(start)
+		h.Record(d)
+		s.observe(d)
 		s.records.Add(int64(n))
 		s.bytes.Add(int64(n * cfg.RecordSize))
 		part = (part + 1) % int32(cfg.Partitions)
@@ -499,16 +539,14 @@ func consumeLoop(ctx context.Context, c *client.Client, cfg Config, parts []int3
 		b, err := c.Consume(ctx, client.ConsumeRequest{Topic: cfg.Topic, Partition: p, Offset: pos[p], Group: cfg.Group,
 			MaxRecords: max(cfg.BatchSize*10, 1000), WaitMS: 50})
 		if err != nil {
-			if ctx.Err() != nil {
-				return
-			}
-			s.fail(err)
-			if !errcode.IsRetryable(err) {
+			if s.stops(ctx, err) {
 				return
 			}
 			continue
 		}
-		h.Record(time.Since(start))
+		d := time.Since(start)
+		h.Record(d)
+		s.observe(d)
 		now := time.Now().UnixNano()
 		var nbytes int64
 		for _, r := range b.Records {

@@ -1,12 +1,14 @@
 package load
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -30,11 +32,15 @@ throughput (records/s, MB/s of payload) and latency percentiles.
 flags:
 `
 
+// FlagSetHook, when set, receives Main's flag set once it is defined (the
+// CLI's help, completion and docs generator reads the flags from it).
+var FlagSetHook func(*flag.FlagSet)
+
 // Main runs `strata bench`; args[0] is the mode. It returns the exit code.
 func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("strata bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprint(stderr, usage); fs.PrintDefaults() }
+	fs.Usage = func() { fmt.Fprint(fs.Output(), usage); fs.PrintDefaults() }
 	var cfg Config
 	addr := fs.String("addr", envOr("STRATA_ADDR", "127.0.0.1:9000"), "server address host:port (env STRATA_ADDR)")
 	fs.StringVar(&cfg.Topic, "topic", "strata-bench", "topic (created with --partitions when missing; groups: default strata-bench-groups)")
@@ -54,14 +60,24 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&cfg.Rejoins, "rejoins", 20, "groups: JOIN+SYNC+LEAVE cycles per connection after the timed loop")
 	fs.BoolVar(&cfg.KeepGroups, "keep-groups", false, "groups: keep the run's groups (default: deleted at the end)")
 	jsonOut := fs.Bool("json", false, "print the report as JSON")
+	progress := fs.String("progress", "auto", "progress line every second on stderr (records/s, MB/s, p99 so far): auto (when stderr is a terminal), always, never")
 	timeout := fs.Duration("timeout", 30*time.Second, "per-request timeout")
-	tlsCA := fs.String("tls-ca", "", "CA bundle (PEM) to verify the server; enables TLS")
-	tlsCert := fs.String("tls-cert", "", "client certificate (PEM), with --tls-key")
-	tlsKey := fs.String("tls-key", "", "client key (PEM)")
-	tlsName := fs.String("tls-server-name", "", "server name to verify (default: host of --addr)")
+	tlsCA := fs.String("tls-ca", "", "CA bundle (PEM) to verify the server; enables TLS (default: env STRATA_CLIENT_TLS_CA)")
+	tlsCert := fs.String("tls-cert", "", "client certificate (PEM), with --tls-key (default: env STRATA_CLIENT_TLS_CERT)")
+	tlsKey := fs.String("tls-key", "", "client key (PEM) (default: env STRATA_CLIENT_TLS_KEY)")
+	tlsName := fs.String("tls-server-name", "", "server name to verify (default: env STRATA_CLIENT_TLS_SERVER_NAME, else the host of --addr)")
 	tlsInsecure := fs.Bool("tls-insecure", false, "TLS without verifying the server (testing only)")
 	principal := fs.String("principal", os.Getenv("STRATA_PRINCIPAL"), "AUTH principal (env STRATA_PRINCIPAL)")
-	token := fs.String("token", os.Getenv("STRATA_TOKEN"), "AUTH token (env STRATA_TOKEN)")
+	token := fs.String("token", "", "AUTH token (default: env STRATA_TOKEN; read after parsing so help never prints it)")
+	if FlagSetHook != nil {
+		FlagSetHook(fs)
+	}
+	// Help goes to stdout and is success; a missing mode is a usage error.
+	if slices.ContainsFunc(args, func(a string) bool { return a == "-h" || a == "-help" || a == "--help" }) || (len(args) > 0 && args[0] == "help") {
+		fs.SetOutput(stdout)
+		fs.Usage()
+		return 0
+	}
 	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
 		fs.Usage()
 		return 2
@@ -83,10 +99,14 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	cfg.Addr = *addr
-	tc, err := ClientTLS(*tlsCA, *tlsCert, *tlsKey, *tlsName, *tlsInsecure)
+	env := client.TLSFilesFromEnv() // flag defaults, read after parsing (help shows no environment)
+	tc, err := ClientTLS(cmp.Or(*tlsCA, env.CA), cmp.Or(*tlsCert, env.Cert), cmp.Or(*tlsKey, env.Key), cmp.Or(*tlsName, env.ServerName), *tlsInsecure)
 	if err != nil {
 		fmt.Fprintf(stderr, "strata bench: %v\n", err)
 		return 2
+	}
+	if *token == "" {
+		*token = os.Getenv("STRATA_TOKEN")
 	}
 	cfg.Client = client.Options{Compressions: []wire.Compression{c}, RequestTimeout: *timeout, ClientID: "strata-bench",
 		TLS: tc, Principal: *principal, Token: *token}
@@ -106,6 +126,18 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			cfg.Topic = "" // Defaults picks the groups mode's own topic
 		}
 	}
+	switch *progress {
+	case "auto":
+		if isTerminal(stderr) {
+			cfg.Progress = stderr
+		}
+	case "always":
+		cfg.Progress = stderr
+	case "never":
+	default:
+		fmt.Fprintf(stderr, "strata bench: --progress must be auto, always or never\n")
+		return 2
+	}
 	res, err := Run(ctx, cfg)
 	if err != nil {
 		fmt.Fprintf(stderr, "strata bench: %v\n", err)
@@ -117,6 +149,10 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 	} else {
 		WriteText(stdout, res)
+	}
+	if n := res.Failures(); n > 0 {
+		fmt.Fprintf(stderr, "strata bench: %d requests failed (or offsets mismatched): see the report\n", n)
+		return 1
 	}
 	return 0
 }

@@ -21,6 +21,1369 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+type SendOffsetsToTxnRequest struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	TransactionalId string                 `protobuf:"bytes,1,opt,name=transactional_id,json=transactionalId,proto3" json:"transactional_id,omitempty"`
+	ProducerId      string                 `protobuf:"bytes,2,opt,name=producer_id,json=producerId,proto3" json:"producer_id,omitempty"`
+	Epoch           int64                  `protobuf:"varint,3,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	Topic           string                 `protobuf:"bytes,4,opt,name=topic,proto3" json:"topic,omitempty"`
+	Group           string                 `protobuf:"bytes,5,opt,name=group,proto3" json:"group,omitempty"`
+	Member          string                 `protobuf:"bytes,6,opt,name=member,proto3" json:"member,omitempty"`
+	Generation      uint64                 `protobuf:"varint,7,opt,name=generation,proto3" json:"generation,omitempty"`
+	// P<partition>:<nextOffset> list, as the client sent it.
+	OffsetsList   string `protobuf:"bytes,8,opt,name=offsets_list,json=offsetsList,proto3" json:"offsets_list,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SendOffsetsToTxnRequest) Reset() {
+	*x = SendOffsetsToTxnRequest{}
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SendOffsetsToTxnRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SendOffsetsToTxnRequest) ProtoMessage() {}
+
+func (x *SendOffsetsToTxnRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SendOffsetsToTxnRequest.ProtoReflect.Descriptor instead.
+func (*SendOffsetsToTxnRequest) Descriptor() ([]byte, []int) {
+	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *SendOffsetsToTxnRequest) GetTransactionalId() string {
+	if x != nil {
+		return x.TransactionalId
+	}
+	return ""
+}
+
+func (x *SendOffsetsToTxnRequest) GetProducerId() string {
+	if x != nil {
+		return x.ProducerId
+	}
+	return ""
+}
+
+func (x *SendOffsetsToTxnRequest) GetEpoch() int64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
+func (x *SendOffsetsToTxnRequest) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *SendOffsetsToTxnRequest) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *SendOffsetsToTxnRequest) GetMember() string {
+	if x != nil {
+		return x.Member
+	}
+	return ""
+}
+
+func (x *SendOffsetsToTxnRequest) GetGeneration() uint64 {
+	if x != nil {
+		return x.Generation
+	}
+	return 0
+}
+
+func (x *SendOffsetsToTxnRequest) GetOffsetsList() string {
+	if x != nil {
+		return x.OffsetsList
+	}
+	return ""
+}
+
+type SendOffsetsToTxnResponse struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	TransactionalId string                 `protobuf:"bytes,1,opt,name=transactional_id,json=transactionalId,proto3" json:"transactional_id,omitempty"`
+	// Staged offsets of the transaction after this call (all topics).
+	StagedOffsets uint32 `protobuf:"varint,2,opt,name=staged_offsets,json=stagedOffsets,proto3" json:"staged_offsets,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SendOffsetsToTxnResponse) Reset() {
+	*x = SendOffsetsToTxnResponse{}
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SendOffsetsToTxnResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SendOffsetsToTxnResponse) ProtoMessage() {}
+
+func (x *SendOffsetsToTxnResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SendOffsetsToTxnResponse.ProtoReflect.Descriptor instead.
+func (*SendOffsetsToTxnResponse) Descriptor() ([]byte, []int) {
+	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *SendOffsetsToTxnResponse) GetTransactionalId() string {
+	if x != nil {
+		return x.TransactionalId
+	}
+	return ""
+}
+
+func (x *SendOffsetsToTxnResponse) GetStagedOffsets() uint32 {
+	if x != nil {
+		return x.StagedOffsets
+	}
+	return 0
+}
+
+type ValidateTxnOffsetsRequest struct {
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Group      string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	Topic      string                 `protobuf:"bytes,2,opt,name=topic,proto3" json:"topic,omitempty"`
+	Member     string                 `protobuf:"bytes,3,opt,name=member,proto3" json:"member,omitempty"`
+	Generation uint64                 `protobuf:"varint,4,opt,name=generation,proto3" json:"generation,omitempty"`
+	Offsets    []*PartitionOffset     `protobuf:"bytes,5,rep,name=offsets,proto3" json:"offsets,omitempty"`
+	// Raw list, parsed by the coordinator when offsets is empty.
+	OffsetsList   string `protobuf:"bytes,6,opt,name=offsets_list,json=offsetsList,proto3" json:"offsets_list,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ValidateTxnOffsetsRequest) Reset() {
+	*x = ValidateTxnOffsetsRequest{}
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ValidateTxnOffsetsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ValidateTxnOffsetsRequest) ProtoMessage() {}
+
+func (x *ValidateTxnOffsetsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ValidateTxnOffsetsRequest.ProtoReflect.Descriptor instead.
+func (*ValidateTxnOffsetsRequest) Descriptor() ([]byte, []int) {
+	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *ValidateTxnOffsetsRequest) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *ValidateTxnOffsetsRequest) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *ValidateTxnOffsetsRequest) GetMember() string {
+	if x != nil {
+		return x.Member
+	}
+	return ""
+}
+
+func (x *ValidateTxnOffsetsRequest) GetGeneration() uint64 {
+	if x != nil {
+		return x.Generation
+	}
+	return 0
+}
+
+func (x *ValidateTxnOffsetsRequest) GetOffsets() []*PartitionOffset {
+	if x != nil {
+		return x.Offsets
+	}
+	return nil
+}
+
+func (x *ValidateTxnOffsetsRequest) GetOffsetsList() string {
+	if x != nil {
+		return x.OffsetsList
+	}
+	return ""
+}
+
+type ValidateTxnOffsetsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The group's registration incarnation (the session's registration epoch).
+	Incarnation uint64 `protobuf:"varint,1,opt,name=incarnation,proto3" json:"incarnation,omitempty"`
+	// The entries as parsed (partition order of the request).
+	Offsets       []*PartitionOffset `protobuf:"bytes,2,rep,name=offsets,proto3" json:"offsets,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ValidateTxnOffsetsResponse) Reset() {
+	*x = ValidateTxnOffsetsResponse{}
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ValidateTxnOffsetsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ValidateTxnOffsetsResponse) ProtoMessage() {}
+
+func (x *ValidateTxnOffsetsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ValidateTxnOffsetsResponse.ProtoReflect.Descriptor instead.
+func (*ValidateTxnOffsetsResponse) Descriptor() ([]byte, []int) {
+	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *ValidateTxnOffsetsResponse) GetIncarnation() uint64 {
+	if x != nil {
+		return x.Incarnation
+	}
+	return 0
+}
+
+func (x *ValidateTxnOffsetsResponse) GetOffsets() []*PartitionOffset {
+	if x != nil {
+		return x.Offsets
+	}
+	return nil
+}
+
+type CommitTxnOffsetsRequest struct {
+	state         protoimpl.MessageState  `protogen:"open.v1"`
+	Group         string                  `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	Incarnation   uint64                  `protobuf:"varint,2,opt,name=incarnation,proto3" json:"incarnation,omitempty"`
+	Offsets       []*TopicPartitionOffset `protobuf:"bytes,3,rep,name=offsets,proto3" json:"offsets,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CommitTxnOffsetsRequest) Reset() {
+	*x = CommitTxnOffsetsRequest{}
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CommitTxnOffsetsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CommitTxnOffsetsRequest) ProtoMessage() {}
+
+func (x *CommitTxnOffsetsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CommitTxnOffsetsRequest.ProtoReflect.Descriptor instead.
+func (*CommitTxnOffsetsRequest) Descriptor() ([]byte, []int) {
+	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *CommitTxnOffsetsRequest) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *CommitTxnOffsetsRequest) GetIncarnation() uint64 {
+	if x != nil {
+		return x.Incarnation
+	}
+	return 0
+}
+
+func (x *CommitTxnOffsetsRequest) GetOffsets() []*TopicPartitionOffset {
+	if x != nil {
+		return x.Offsets
+	}
+	return nil
+}
+
+type TopicPartitionOffset struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Topic         string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Partition     int32                  `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
+	Offset        uint64                 `protobuf:"varint,3,opt,name=offset,proto3" json:"offset,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TopicPartitionOffset) Reset() {
+	*x = TopicPartitionOffset{}
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TopicPartitionOffset) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TopicPartitionOffset) ProtoMessage() {}
+
+func (x *TopicPartitionOffset) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TopicPartitionOffset.ProtoReflect.Descriptor instead.
+func (*TopicPartitionOffset) Descriptor() ([]byte, []int) {
+	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *TopicPartitionOffset) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *TopicPartitionOffset) GetPartition() int32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *TopicPartitionOffset) GetOffset() uint64 {
+	if x != nil {
+		return x.Offset
+	}
+	return 0
+}
+
+type CommitTxnOffsetsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Written       uint32                 `protobuf:"varint,1,opt,name=written,proto3" json:"written,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CommitTxnOffsetsResponse) Reset() {
+	*x = CommitTxnOffsetsResponse{}
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CommitTxnOffsetsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CommitTxnOffsetsResponse) ProtoMessage() {}
+
+func (x *CommitTxnOffsetsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CommitTxnOffsetsResponse.ProtoReflect.Descriptor instead.
+func (*CommitTxnOffsetsResponse) Descriptor() ([]byte, []int) {
+	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *CommitTxnOffsetsResponse) GetWritten() uint32 {
+	if x != nil {
+		return x.Written
+	}
+	return 0
+}
+
+type InitProducerIdRequest struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	TransactionalId string                 `protobuf:"bytes,1,opt,name=transactional_id,json=transactionalId,proto3" json:"transactional_id,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *InitProducerIdRequest) Reset() {
+	*x = InitProducerIdRequest{}
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *InitProducerIdRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*InitProducerIdRequest) ProtoMessage() {}
+
+func (x *InitProducerIdRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use InitProducerIdRequest.ProtoReflect.Descriptor instead.
+func (*InitProducerIdRequest) Descriptor() ([]byte, []int) {
+	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *InitProducerIdRequest) GetTransactionalId() string {
+	if x != nil {
+		return x.TransactionalId
+	}
+	return ""
+}
+
+type InitProducerIdResponse struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	TransactionalId string                 `protobuf:"bytes,1,opt,name=transactional_id,json=transactionalId,proto3" json:"transactional_id,omitempty"`
+	ProducerId      string                 `protobuf:"bytes,2,opt,name=producer_id,json=producerId,proto3" json:"producer_id,omitempty"`
+	Epoch           int64                  `protobuf:"varint,3,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *InitProducerIdResponse) Reset() {
+	*x = InitProducerIdResponse{}
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *InitProducerIdResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*InitProducerIdResponse) ProtoMessage() {}
+
+func (x *InitProducerIdResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use InitProducerIdResponse.ProtoReflect.Descriptor instead.
+func (*InitProducerIdResponse) Descriptor() ([]byte, []int) {
+	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *InitProducerIdResponse) GetTransactionalId() string {
+	if x != nil {
+		return x.TransactionalId
+	}
+	return ""
+}
+
+func (x *InitProducerIdResponse) GetProducerId() string {
+	if x != nil {
+		return x.ProducerId
+	}
+	return ""
+}
+
+func (x *InitProducerIdResponse) GetEpoch() int64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
+type BeginTxnRequest struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	TransactionalId string                 `protobuf:"bytes,1,opt,name=transactional_id,json=transactionalId,proto3" json:"transactional_id,omitempty"`
+	ProducerId      string                 `protobuf:"bytes,2,opt,name=producer_id,json=producerId,proto3" json:"producer_id,omitempty"`
+	Epoch           int64                  `protobuf:"varint,3,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *BeginTxnRequest) Reset() {
+	*x = BeginTxnRequest{}
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BeginTxnRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BeginTxnRequest) ProtoMessage() {}
+
+func (x *BeginTxnRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BeginTxnRequest.ProtoReflect.Descriptor instead.
+func (*BeginTxnRequest) Descriptor() ([]byte, []int) {
+	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *BeginTxnRequest) GetTransactionalId() string {
+	if x != nil {
+		return x.TransactionalId
+	}
+	return ""
+}
+
+func (x *BeginTxnRequest) GetProducerId() string {
+	if x != nil {
+		return x.ProducerId
+	}
+	return ""
+}
+
+func (x *BeginTxnRequest) GetEpoch() int64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
+type BeginTxnResponse struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	TransactionalId string                 `protobuf:"bytes,1,opt,name=transactional_id,json=transactionalId,proto3" json:"transactional_id,omitempty"`
+	State           string                 `protobuf:"bytes,2,opt,name=state,proto3" json:"state,omitempty"`
+	ProducerId      string                 `protobuf:"bytes,3,opt,name=producer_id,json=producerId,proto3" json:"producer_id,omitempty"`
+	Epoch           int64                  `protobuf:"varint,4,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *BeginTxnResponse) Reset() {
+	*x = BeginTxnResponse{}
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BeginTxnResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BeginTxnResponse) ProtoMessage() {}
+
+func (x *BeginTxnResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BeginTxnResponse.ProtoReflect.Descriptor instead.
+func (*BeginTxnResponse) Descriptor() ([]byte, []int) {
+	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *BeginTxnResponse) GetTransactionalId() string {
+	if x != nil {
+		return x.TransactionalId
+	}
+	return ""
+}
+
+func (x *BeginTxnResponse) GetState() string {
+	if x != nil {
+		return x.State
+	}
+	return ""
+}
+
+func (x *BeginTxnResponse) GetProducerId() string {
+	if x != nil {
+		return x.ProducerId
+	}
+	return ""
+}
+
+func (x *BeginTxnResponse) GetEpoch() int64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
+type TxnPublishRequest struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	TransactionalId string                 `protobuf:"bytes,1,opt,name=transactional_id,json=transactionalId,proto3" json:"transactional_id,omitempty"`
+	ProducerId      string                 `protobuf:"bytes,2,opt,name=producer_id,json=producerId,proto3" json:"producer_id,omitempty"`
+	Epoch           int64                  `protobuf:"varint,3,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	// The client's seqNum (> 0): a retry with the same seqNum is answered
+	// with the original result and appends nothing.
+	Seq   uint64 `protobuf:"varint,4,opt,name=seq,proto3" json:"seq,omitempty"`
+	Topic string `protobuf:"bytes,5,opt,name=topic,proto3" json:"topic,omitempty"`
+	// The partition the gateway chose (key hash or round robin).
+	Partition int32 `protobuf:"varint,6,opt,name=partition,proto3" json:"partition,omitempty"`
+	// One Wire v2 record ([u32 length][record]) built by the gateway.
+	Records       []byte `protobuf:"bytes,7,opt,name=records,proto3" json:"records,omitempty"`
+	RecordCount   uint32 `protobuf:"varint,8,opt,name=record_count,json=recordCount,proto3" json:"record_count,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TxnPublishRequest) Reset() {
+	*x = TxnPublishRequest{}
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TxnPublishRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TxnPublishRequest) ProtoMessage() {}
+
+func (x *TxnPublishRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TxnPublishRequest.ProtoReflect.Descriptor instead.
+func (*TxnPublishRequest) Descriptor() ([]byte, []int) {
+	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *TxnPublishRequest) GetTransactionalId() string {
+	if x != nil {
+		return x.TransactionalId
+	}
+	return ""
+}
+
+func (x *TxnPublishRequest) GetProducerId() string {
+	if x != nil {
+		return x.ProducerId
+	}
+	return ""
+}
+
+func (x *TxnPublishRequest) GetEpoch() int64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
+func (x *TxnPublishRequest) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *TxnPublishRequest) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *TxnPublishRequest) GetPartition() int32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *TxnPublishRequest) GetRecords() []byte {
+	if x != nil {
+		return x.Records
+	}
+	return nil
+}
+
+func (x *TxnPublishRequest) GetRecordCount() uint32 {
+	if x != nil {
+		return x.RecordCount
+	}
+	return 0
+}
+
+type TxnPublishResponse struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	TransactionalId string                 `protobuf:"bytes,1,opt,name=transactional_id,json=transactionalId,proto3" json:"transactional_id,omitempty"`
+	Topic           string                 `protobuf:"bytes,2,opt,name=topic,proto3" json:"topic,omitempty"`
+	Partition       int32                  `protobuf:"varint,3,opt,name=partition,proto3" json:"partition,omitempty"`
+	Offset          uint64                 `protobuf:"varint,4,opt,name=offset,proto3" json:"offset,omitempty"`
+	Duplicate       bool                   `protobuf:"varint,5,opt,name=duplicate,proto3" json:"duplicate,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *TxnPublishResponse) Reset() {
+	*x = TxnPublishResponse{}
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TxnPublishResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TxnPublishResponse) ProtoMessage() {}
+
+func (x *TxnPublishResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TxnPublishResponse.ProtoReflect.Descriptor instead.
+func (*TxnPublishResponse) Descriptor() ([]byte, []int) {
+	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *TxnPublishResponse) GetTransactionalId() string {
+	if x != nil {
+		return x.TransactionalId
+	}
+	return ""
+}
+
+func (x *TxnPublishResponse) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *TxnPublishResponse) GetPartition() int32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *TxnPublishResponse) GetOffset() uint64 {
+	if x != nil {
+		return x.Offset
+	}
+	return 0
+}
+
+func (x *TxnPublishResponse) GetDuplicate() bool {
+	if x != nil {
+		return x.Duplicate
+	}
+	return false
+}
+
+type EndTxnRequest struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	TransactionalId string                 `protobuf:"bytes,1,opt,name=transactional_id,json=transactionalId,proto3" json:"transactional_id,omitempty"`
+	ProducerId      string                 `protobuf:"bytes,2,opt,name=producer_id,json=producerId,proto3" json:"producer_id,omitempty"`
+	Epoch           int64                  `protobuf:"varint,3,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	Commit          bool                   `protobuf:"varint,4,opt,name=commit,proto3" json:"commit,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *EndTxnRequest) Reset() {
+	*x = EndTxnRequest{}
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EndTxnRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EndTxnRequest) ProtoMessage() {}
+
+func (x *EndTxnRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EndTxnRequest.ProtoReflect.Descriptor instead.
+func (*EndTxnRequest) Descriptor() ([]byte, []int) {
+	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *EndTxnRequest) GetTransactionalId() string {
+	if x != nil {
+		return x.TransactionalId
+	}
+	return ""
+}
+
+func (x *EndTxnRequest) GetProducerId() string {
+	if x != nil {
+		return x.ProducerId
+	}
+	return ""
+}
+
+func (x *EndTxnRequest) GetEpoch() int64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
+func (x *EndTxnRequest) GetCommit() bool {
+	if x != nil {
+		return x.Commit
+	}
+	return false
+}
+
+type EndTxnResponse struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	TransactionalId string                 `protobuf:"bytes,1,opt,name=transactional_id,json=transactionalId,proto3" json:"transactional_id,omitempty"`
+	// "committed" or "aborted".
+	State         string `protobuf:"bytes,2,opt,name=state,proto3" json:"state,omitempty"`
+	Messages      uint64 `protobuf:"varint,3,opt,name=messages,proto3" json:"messages,omitempty"`
+	Offsets       uint32 `protobuf:"varint,4,opt,name=offsets,proto3" json:"offsets,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EndTxnResponse) Reset() {
+	*x = EndTxnResponse{}
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EndTxnResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EndTxnResponse) ProtoMessage() {}
+
+func (x *EndTxnResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EndTxnResponse.ProtoReflect.Descriptor instead.
+func (*EndTxnResponse) Descriptor() ([]byte, []int) {
+	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *EndTxnResponse) GetTransactionalId() string {
+	if x != nil {
+		return x.TransactionalId
+	}
+	return ""
+}
+
+func (x *EndTxnResponse) GetState() string {
+	if x != nil {
+		return x.State
+	}
+	return ""
+}
+
+func (x *EndTxnResponse) GetMessages() uint64 {
+	if x != nil {
+		return x.Messages
+	}
+	return 0
+}
+
+func (x *EndTxnResponse) GetOffsets() uint32 {
+	if x != nil {
+		return x.Offsets
+	}
+	return 0
+}
+
+type TxnStatusRequest struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	TransactionalId string                 `protobuf:"bytes,1,opt,name=transactional_id,json=transactionalId,proto3" json:"transactional_id,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *TxnStatusRequest) Reset() {
+	*x = TxnStatusRequest{}
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TxnStatusRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TxnStatusRequest) ProtoMessage() {}
+
+func (x *TxnStatusRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TxnStatusRequest.ProtoReflect.Descriptor instead.
+func (*TxnStatusRequest) Descriptor() ([]byte, []int) {
+	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *TxnStatusRequest) GetTransactionalId() string {
+	if x != nil {
+		return x.TransactionalId
+	}
+	return ""
+}
+
+type TxnInfo struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	TransactionalId string                 `protobuf:"bytes,1,opt,name=transactional_id,json=transactionalId,proto3" json:"transactional_id,omitempty"`
+	ProducerId      string                 `protobuf:"bytes,2,opt,name=producer_id,json=producerId,proto3" json:"producer_id,omitempty"`
+	Epoch           int64                  `protobuf:"varint,3,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	// open, committing, committed, aborted (empty: no transaction yet).
+	State         string            `protobuf:"bytes,4,opt,name=state,proto3" json:"state,omitempty"`
+	Messages      uint64            `protobuf:"varint,5,opt,name=messages,proto3" json:"messages,omitempty"`
+	Participants  []*TopicPartition `protobuf:"bytes,6,rep,name=participants,proto3" json:"participants,omitempty"`
+	Offsets       uint32            `protobuf:"varint,7,opt,name=offsets,proto3" json:"offsets,omitempty"`
+	StartUnixMs   int64             `protobuf:"varint,8,opt,name=start_unix_ms,json=startUnixMs,proto3" json:"start_unix_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TxnInfo) Reset() {
+	*x = TxnInfo{}
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TxnInfo) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TxnInfo) ProtoMessage() {}
+
+func (x *TxnInfo) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TxnInfo.ProtoReflect.Descriptor instead.
+func (*TxnInfo) Descriptor() ([]byte, []int) {
+	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *TxnInfo) GetTransactionalId() string {
+	if x != nil {
+		return x.TransactionalId
+	}
+	return ""
+}
+
+func (x *TxnInfo) GetProducerId() string {
+	if x != nil {
+		return x.ProducerId
+	}
+	return ""
+}
+
+func (x *TxnInfo) GetEpoch() int64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
+func (x *TxnInfo) GetState() string {
+	if x != nil {
+		return x.State
+	}
+	return ""
+}
+
+func (x *TxnInfo) GetMessages() uint64 {
+	if x != nil {
+		return x.Messages
+	}
+	return 0
+}
+
+func (x *TxnInfo) GetParticipants() []*TopicPartition {
+	if x != nil {
+		return x.Participants
+	}
+	return nil
+}
+
+func (x *TxnInfo) GetOffsets() uint32 {
+	if x != nil {
+		return x.Offsets
+	}
+	return 0
+}
+
+func (x *TxnInfo) GetStartUnixMs() int64 {
+	if x != nil {
+		return x.StartUnixMs
+	}
+	return 0
+}
+
+type TxnStatusResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Txn           *TxnInfo               `protobuf:"bytes,1,opt,name=txn,proto3" json:"txn,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TxnStatusResponse) Reset() {
+	*x = TxnStatusResponse{}
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TxnStatusResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TxnStatusResponse) ProtoMessage() {}
+
+func (x *TxnStatusResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TxnStatusResponse.ProtoReflect.Descriptor instead.
+func (*TxnStatusResponse) Descriptor() ([]byte, []int) {
+	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *TxnStatusResponse) GetTxn() *TxnInfo {
+	if x != nil {
+		return x.Txn
+	}
+	return nil
+}
+
+type ListTxnsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListTxnsRequest) Reset() {
+	*x = ListTxnsRequest{}
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListTxnsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListTxnsRequest) ProtoMessage() {}
+
+func (x *ListTxnsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListTxnsRequest.ProtoReflect.Descriptor instead.
+func (*ListTxnsRequest) Descriptor() ([]byte, []int) {
+	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{18}
+}
+
+type ListTxnsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Txns          []*TxnInfo             `protobuf:"bytes,1,rep,name=txns,proto3" json:"txns,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListTxnsResponse) Reset() {
+	*x = ListTxnsResponse{}
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListTxnsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListTxnsResponse) ProtoMessage() {}
+
+func (x *ListTxnsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListTxnsResponse.ProtoReflect.Descriptor instead.
+func (*ListTxnsResponse) Descriptor() ([]byte, []int) {
+	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *ListTxnsResponse) GetTxns() []*TxnInfo {
+	if x != nil {
+		return x.Txns
+	}
+	return nil
+}
+
+type AbortTxnRequest struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	TransactionalId string                 `protobuf:"bytes,1,opt,name=transactional_id,json=transactionalId,proto3" json:"transactional_id,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *AbortTxnRequest) Reset() {
+	*x = AbortTxnRequest{}
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AbortTxnRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AbortTxnRequest) ProtoMessage() {}
+
+func (x *AbortTxnRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AbortTxnRequest.ProtoReflect.Descriptor instead.
+func (*AbortTxnRequest) Descriptor() ([]byte, []int) {
+	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *AbortTxnRequest) GetTransactionalId() string {
+	if x != nil {
+		return x.TransactionalId
+	}
+	return ""
+}
+
+type AbortTxnResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Txn           *TxnInfo               `protobuf:"bytes,1,opt,name=txn,proto3" json:"txn,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AbortTxnResponse) Reset() {
+	*x = AbortTxnResponse{}
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AbortTxnResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AbortTxnResponse) ProtoMessage() {}
+
+func (x *AbortTxnResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AbortTxnResponse.ProtoReflect.Descriptor instead.
+func (*AbortTxnResponse) Descriptor() ([]byte, []int) {
+	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *AbortTxnResponse) GetTxn() *TxnInfo {
+	if x != nil {
+		return x.Txn
+	}
+	return nil
+}
+
 type TopicPartition struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Topic         string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
@@ -31,7 +1394,7 @@ type TopicPartition struct {
 
 func (x *TopicPartition) Reset() {
 	*x = TopicPartition{}
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[0]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -43,7 +1406,7 @@ func (x *TopicPartition) String() string {
 func (*TopicPartition) ProtoMessage() {}
 
 func (x *TopicPartition) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[0]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -56,7 +1419,7 @@ func (x *TopicPartition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopicPartition.ProtoReflect.Descriptor instead.
 func (*TopicPartition) Descriptor() ([]byte, []int) {
-	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{0}
+	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *TopicPartition) GetTopic() string {
@@ -86,7 +1449,7 @@ type RegisterGroupRequest struct {
 
 func (x *RegisterGroupRequest) Reset() {
 	*x = RegisterGroupRequest{}
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[1]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -98,7 +1461,7 @@ func (x *RegisterGroupRequest) String() string {
 func (*RegisterGroupRequest) ProtoMessage() {}
 
 func (x *RegisterGroupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[1]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -111,7 +1474,7 @@ func (x *RegisterGroupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterGroupRequest.ProtoReflect.Descriptor instead.
 func (*RegisterGroupRequest) Descriptor() ([]byte, []int) {
-	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{1}
+	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *RegisterGroupRequest) GetGroup() string {
@@ -153,7 +1516,7 @@ type RegisterGroupResponse struct {
 
 func (x *RegisterGroupResponse) Reset() {
 	*x = RegisterGroupResponse{}
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[2]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -165,7 +1528,7 @@ func (x *RegisterGroupResponse) String() string {
 func (*RegisterGroupResponse) ProtoMessage() {}
 
 func (x *RegisterGroupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[2]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -178,7 +1541,7 @@ func (x *RegisterGroupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterGroupResponse.ProtoReflect.Descriptor instead.
 func (*RegisterGroupResponse) Descriptor() ([]byte, []int) {
-	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{2}
+	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *RegisterGroupResponse) GetGroup() string {
@@ -215,7 +1578,7 @@ type JoinGroupRequest struct {
 
 func (x *JoinGroupRequest) Reset() {
 	*x = JoinGroupRequest{}
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[3]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -227,7 +1590,7 @@ func (x *JoinGroupRequest) String() string {
 func (*JoinGroupRequest) ProtoMessage() {}
 
 func (x *JoinGroupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[3]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -240,7 +1603,7 @@ func (x *JoinGroupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinGroupRequest.ProtoReflect.Descriptor instead.
 func (*JoinGroupRequest) Descriptor() ([]byte, []int) {
-	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{3}
+	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *JoinGroupRequest) GetGroup() string {
@@ -279,7 +1642,7 @@ type JoinGroupResponse struct {
 
 func (x *JoinGroupResponse) Reset() {
 	*x = JoinGroupResponse{}
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[4]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -291,7 +1654,7 @@ func (x *JoinGroupResponse) String() string {
 func (*JoinGroupResponse) ProtoMessage() {}
 
 func (x *JoinGroupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[4]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -304,7 +1667,7 @@ func (x *JoinGroupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinGroupResponse.ProtoReflect.Descriptor instead.
 func (*JoinGroupResponse) Descriptor() ([]byte, []int) {
-	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{4}
+	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *JoinGroupResponse) GetGeneration() uint64 {
@@ -361,7 +1724,7 @@ type SyncGroupRequest struct {
 
 func (x *SyncGroupRequest) Reset() {
 	*x = SyncGroupRequest{}
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[5]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -373,7 +1736,7 @@ func (x *SyncGroupRequest) String() string {
 func (*SyncGroupRequest) ProtoMessage() {}
 
 func (x *SyncGroupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[5]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -386,7 +1749,7 @@ func (x *SyncGroupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SyncGroupRequest.ProtoReflect.Descriptor instead.
 func (*SyncGroupRequest) Descriptor() ([]byte, []int) {
-	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{5}
+	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *SyncGroupRequest) GetGroup() string {
@@ -428,7 +1791,7 @@ type SyncGroupResponse struct {
 
 func (x *SyncGroupResponse) Reset() {
 	*x = SyncGroupResponse{}
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[6]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -440,7 +1803,7 @@ func (x *SyncGroupResponse) String() string {
 func (*SyncGroupResponse) ProtoMessage() {}
 
 func (x *SyncGroupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[6]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -453,7 +1816,7 @@ func (x *SyncGroupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SyncGroupResponse.ProtoReflect.Descriptor instead.
 func (*SyncGroupResponse) Descriptor() ([]byte, []int) {
-	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{6}
+	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *SyncGroupResponse) GetAssignments() []int32 {
@@ -489,7 +1852,7 @@ type HeartbeatRequest struct {
 
 func (x *HeartbeatRequest) Reset() {
 	*x = HeartbeatRequest{}
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[7]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -501,7 +1864,7 @@ func (x *HeartbeatRequest) String() string {
 func (*HeartbeatRequest) ProtoMessage() {}
 
 func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[7]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -514,7 +1877,7 @@ func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatRequest.ProtoReflect.Descriptor instead.
 func (*HeartbeatRequest) Descriptor() ([]byte, []int) {
-	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{7}
+	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *HeartbeatRequest) GetGroup() string {
@@ -555,7 +1918,7 @@ type HeartbeatResponse struct {
 
 func (x *HeartbeatResponse) Reset() {
 	*x = HeartbeatResponse{}
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[8]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -567,7 +1930,7 @@ func (x *HeartbeatResponse) String() string {
 func (*HeartbeatResponse) ProtoMessage() {}
 
 func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[8]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -580,7 +1943,7 @@ func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatResponse.ProtoReflect.Descriptor instead.
 func (*HeartbeatResponse) Descriptor() ([]byte, []int) {
-	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{8}
+	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *HeartbeatResponse) GetMember() string {
@@ -608,7 +1971,7 @@ type LeaveGroupRequest struct {
 
 func (x *LeaveGroupRequest) Reset() {
 	*x = LeaveGroupRequest{}
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[9]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -620,7 +1983,7 @@ func (x *LeaveGroupRequest) String() string {
 func (*LeaveGroupRequest) ProtoMessage() {}
 
 func (x *LeaveGroupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[9]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -633,7 +1996,7 @@ func (x *LeaveGroupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaveGroupRequest.ProtoReflect.Descriptor instead.
 func (*LeaveGroupRequest) Descriptor() ([]byte, []int) {
-	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{9}
+	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *LeaveGroupRequest) GetGroup() string {
@@ -667,7 +2030,7 @@ type LeaveGroupResponse struct {
 
 func (x *LeaveGroupResponse) Reset() {
 	*x = LeaveGroupResponse{}
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[10]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -679,7 +2042,7 @@ func (x *LeaveGroupResponse) String() string {
 func (*LeaveGroupResponse) ProtoMessage() {}
 
 func (x *LeaveGroupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[10]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -692,7 +2055,7 @@ func (x *LeaveGroupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaveGroupResponse.ProtoReflect.Descriptor instead.
 func (*LeaveGroupResponse) Descriptor() ([]byte, []int) {
-	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{10}
+	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *LeaveGroupResponse) GetGroup() string {
@@ -718,7 +2081,7 @@ type GroupStatusRequest struct {
 
 func (x *GroupStatusRequest) Reset() {
 	*x = GroupStatusRequest{}
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[11]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -730,7 +2093,7 @@ func (x *GroupStatusRequest) String() string {
 func (*GroupStatusRequest) ProtoMessage() {}
 
 func (x *GroupStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[11]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -743,7 +2106,7 @@ func (x *GroupStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupStatusRequest.ProtoReflect.Descriptor instead.
 func (*GroupStatusRequest) Descriptor() ([]byte, []int) {
-	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{11}
+	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *GroupStatusRequest) GetGroup() string {
@@ -765,7 +2128,7 @@ type GroupMember struct {
 
 func (x *GroupMember) Reset() {
 	*x = GroupMember{}
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[12]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -777,7 +2140,7 @@ func (x *GroupMember) String() string {
 func (*GroupMember) ProtoMessage() {}
 
 func (x *GroupMember) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[12]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -790,7 +2153,7 @@ func (x *GroupMember) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupMember.ProtoReflect.Descriptor instead.
 func (*GroupMember) Descriptor() ([]byte, []int) {
-	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{12}
+	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *GroupMember) GetMemberId() string {
@@ -840,7 +2203,7 @@ type GroupStatusResponse struct {
 
 func (x *GroupStatusResponse) Reset() {
 	*x = GroupStatusResponse{}
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[13]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -852,7 +2215,7 @@ func (x *GroupStatusResponse) String() string {
 func (*GroupStatusResponse) ProtoMessage() {}
 
 func (x *GroupStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[13]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -865,7 +2228,7 @@ func (x *GroupStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupStatusResponse.ProtoReflect.Descriptor instead.
 func (*GroupStatusResponse) Descriptor() ([]byte, []int) {
-	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{13}
+	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *GroupStatusResponse) GetGroupName() string {
@@ -946,7 +2309,7 @@ type ListGroupsRequest struct {
 
 func (x *ListGroupsRequest) Reset() {
 	*x = ListGroupsRequest{}
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[14]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -958,7 +2321,7 @@ func (x *ListGroupsRequest) String() string {
 func (*ListGroupsRequest) ProtoMessage() {}
 
 func (x *ListGroupsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[14]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -971,7 +2334,7 @@ func (x *ListGroupsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListGroupsRequest.ProtoReflect.Descriptor instead.
 func (*ListGroupsRequest) Descriptor() ([]byte, []int) {
-	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{14}
+	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{36}
 }
 
 type GroupSummary struct {
@@ -987,7 +2350,7 @@ type GroupSummary struct {
 
 func (x *GroupSummary) Reset() {
 	*x = GroupSummary{}
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[15]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -999,7 +2362,7 @@ func (x *GroupSummary) String() string {
 func (*GroupSummary) ProtoMessage() {}
 
 func (x *GroupSummary) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[15]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1012,7 +2375,7 @@ func (x *GroupSummary) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupSummary.ProtoReflect.Descriptor instead.
 func (*GroupSummary) Descriptor() ([]byte, []int) {
-	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{15}
+	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *GroupSummary) GetGroup() string {
@@ -1059,7 +2422,7 @@ type ListGroupsResponse struct {
 
 func (x *ListGroupsResponse) Reset() {
 	*x = ListGroupsResponse{}
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[16]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1071,7 +2434,7 @@ func (x *ListGroupsResponse) String() string {
 func (*ListGroupsResponse) ProtoMessage() {}
 
 func (x *ListGroupsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[16]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1084,7 +2447,7 @@ func (x *ListGroupsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListGroupsResponse.ProtoReflect.Descriptor instead.
 func (*ListGroupsResponse) Descriptor() ([]byte, []int) {
-	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{16}
+	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *ListGroupsResponse) GetGroups() []*GroupSummary {
@@ -1103,7 +2466,7 @@ type DeleteGroupRequest struct {
 
 func (x *DeleteGroupRequest) Reset() {
 	*x = DeleteGroupRequest{}
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[17]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1115,7 +2478,7 @@ func (x *DeleteGroupRequest) String() string {
 func (*DeleteGroupRequest) ProtoMessage() {}
 
 func (x *DeleteGroupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[17]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1128,7 +2491,7 @@ func (x *DeleteGroupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteGroupRequest.ProtoReflect.Descriptor instead.
 func (*DeleteGroupRequest) Descriptor() ([]byte, []int) {
-	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{17}
+	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *DeleteGroupRequest) GetGroup() string {
@@ -1147,7 +2510,7 @@ type DeleteGroupResponse struct {
 
 func (x *DeleteGroupResponse) Reset() {
 	*x = DeleteGroupResponse{}
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[18]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1159,7 +2522,7 @@ func (x *DeleteGroupResponse) String() string {
 func (*DeleteGroupResponse) ProtoMessage() {}
 
 func (x *DeleteGroupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[18]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1172,7 +2535,7 @@ func (x *DeleteGroupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteGroupResponse.ProtoReflect.Descriptor instead.
 func (*DeleteGroupResponse) Descriptor() ([]byte, []int) {
-	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{18}
+	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *DeleteGroupResponse) GetDeleted() bool {
@@ -1196,7 +2559,7 @@ type CommitOffsetRequest struct {
 
 func (x *CommitOffsetRequest) Reset() {
 	*x = CommitOffsetRequest{}
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[19]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1208,7 +2571,7 @@ func (x *CommitOffsetRequest) String() string {
 func (*CommitOffsetRequest) ProtoMessage() {}
 
 func (x *CommitOffsetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[19]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1221,7 +2584,7 @@ func (x *CommitOffsetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommitOffsetRequest.ProtoReflect.Descriptor instead.
 func (*CommitOffsetRequest) Descriptor() ([]byte, []int) {
-	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{19}
+	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *CommitOffsetRequest) GetGroup() string {
@@ -1274,7 +2637,7 @@ type CommitOffsetResponse struct {
 
 func (x *CommitOffsetResponse) Reset() {
 	*x = CommitOffsetResponse{}
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[20]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1286,7 +2649,7 @@ func (x *CommitOffsetResponse) String() string {
 func (*CommitOffsetResponse) ProtoMessage() {}
 
 func (x *CommitOffsetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[20]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1299,7 +2662,7 @@ func (x *CommitOffsetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommitOffsetResponse.ProtoReflect.Descriptor instead.
 func (*CommitOffsetResponse) Descriptor() ([]byte, []int) {
-	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{20}
+	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{42}
 }
 
 type PartitionOffset struct {
@@ -1312,7 +2675,7 @@ type PartitionOffset struct {
 
 func (x *PartitionOffset) Reset() {
 	*x = PartitionOffset{}
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[21]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1324,7 +2687,7 @@ func (x *PartitionOffset) String() string {
 func (*PartitionOffset) ProtoMessage() {}
 
 func (x *PartitionOffset) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[21]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1337,7 +2700,7 @@ func (x *PartitionOffset) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionOffset.ProtoReflect.Descriptor instead.
 func (*PartitionOffset) Descriptor() ([]byte, []int) {
-	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{21}
+	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *PartitionOffset) GetPartition() int32 {
@@ -1373,7 +2736,7 @@ type BatchCommitRequest struct {
 
 func (x *BatchCommitRequest) Reset() {
 	*x = BatchCommitRequest{}
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[22]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1385,7 +2748,7 @@ func (x *BatchCommitRequest) String() string {
 func (*BatchCommitRequest) ProtoMessage() {}
 
 func (x *BatchCommitRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[22]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1398,7 +2761,7 @@ func (x *BatchCommitRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BatchCommitRequest.ProtoReflect.Descriptor instead.
 func (*BatchCommitRequest) Descriptor() ([]byte, []int) {
-	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{22}
+	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *BatchCommitRequest) GetGroup() string {
@@ -1452,7 +2815,7 @@ type BatchCommitResponse struct {
 
 func (x *BatchCommitResponse) Reset() {
 	*x = BatchCommitResponse{}
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[23]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1464,7 +2827,7 @@ func (x *BatchCommitResponse) String() string {
 func (*BatchCommitResponse) ProtoMessage() {}
 
 func (x *BatchCommitResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[23]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1477,7 +2840,7 @@ func (x *BatchCommitResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BatchCommitResponse.ProtoReflect.Descriptor instead.
 func (*BatchCommitResponse) Descriptor() ([]byte, []int) {
-	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{23}
+	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *BatchCommitResponse) GetBatched() int32 {
@@ -1503,7 +2866,7 @@ type ResetOffsetsRequest struct {
 
 func (x *ResetOffsetsRequest) Reset() {
 	*x = ResetOffsetsRequest{}
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[24]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1515,7 +2878,7 @@ func (x *ResetOffsetsRequest) String() string {
 func (*ResetOffsetsRequest) ProtoMessage() {}
 
 func (x *ResetOffsetsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[24]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1528,7 +2891,7 @@ func (x *ResetOffsetsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResetOffsetsRequest.ProtoReflect.Descriptor instead.
 func (*ResetOffsetsRequest) Descriptor() ([]byte, []int) {
-	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{24}
+	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *ResetOffsetsRequest) GetGroup() string {
@@ -1571,7 +2934,7 @@ type ResetOffsetsResponse struct {
 
 func (x *ResetOffsetsResponse) Reset() {
 	*x = ResetOffsetsResponse{}
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[25]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1583,7 +2946,7 @@ func (x *ResetOffsetsResponse) String() string {
 func (*ResetOffsetsResponse) ProtoMessage() {}
 
 func (x *ResetOffsetsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[25]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1596,7 +2959,7 @@ func (x *ResetOffsetsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResetOffsetsResponse.ProtoReflect.Descriptor instead.
 func (*ResetOffsetsResponse) Descriptor() ([]byte, []int) {
-	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{25}
+	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *ResetOffsetsResponse) GetEntries() int32 {
@@ -1624,7 +2987,7 @@ type FetchOffsetRequest struct {
 
 func (x *FetchOffsetRequest) Reset() {
 	*x = FetchOffsetRequest{}
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[26]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1636,7 +2999,7 @@ func (x *FetchOffsetRequest) String() string {
 func (*FetchOffsetRequest) ProtoMessage() {}
 
 func (x *FetchOffsetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[26]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1649,7 +3012,7 @@ func (x *FetchOffsetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchOffsetRequest.ProtoReflect.Descriptor instead.
 func (*FetchOffsetRequest) Descriptor() ([]byte, []int) {
-	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{26}
+	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *FetchOffsetRequest) GetGroup() string {
@@ -1683,7 +3046,7 @@ type FetchOffsetResponse struct {
 
 func (x *FetchOffsetResponse) Reset() {
 	*x = FetchOffsetResponse{}
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[27]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1695,7 +3058,7 @@ func (x *FetchOffsetResponse) String() string {
 func (*FetchOffsetResponse) ProtoMessage() {}
 
 func (x *FetchOffsetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[27]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1708,7 +3071,7 @@ func (x *FetchOffsetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchOffsetResponse.ProtoReflect.Descriptor instead.
 func (*FetchOffsetResponse) Descriptor() ([]byte, []int) {
-	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{27}
+	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *FetchOffsetResponse) GetOffset() uint64 {
@@ -1734,7 +3097,7 @@ type TopicActivityRequest struct {
 
 func (x *TopicActivityRequest) Reset() {
 	*x = TopicActivityRequest{}
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[28]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1746,7 +3109,7 @@ func (x *TopicActivityRequest) String() string {
 func (*TopicActivityRequest) ProtoMessage() {}
 
 func (x *TopicActivityRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[28]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1759,7 +3122,7 @@ func (x *TopicActivityRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopicActivityRequest.ProtoReflect.Descriptor instead.
 func (*TopicActivityRequest) Descriptor() ([]byte, []int) {
-	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{28}
+	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *TopicActivityRequest) GetTopic() string {
@@ -1773,13 +3136,16 @@ type TopicActivityResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	ActiveMembers bool                   `protobuf:"varint,1,opt,name=active_members,json=activeMembers,proto3" json:"active_members,omitempty"`
 	Groups        []string               `protobuf:"bytes,2,rep,name=groups,proto3" json:"groups,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// transactional_ids of open or committing transactions that write to the
+	// topic or stage offsets of it (DELETE/TRUNCATE are blocked by them too).
+	ActiveTransactions []string `protobuf:"bytes,3,rep,name=active_transactions,json=activeTransactions,proto3" json:"active_transactions,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *TopicActivityResponse) Reset() {
 	*x = TopicActivityResponse{}
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[29]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1791,7 +3157,7 @@ func (x *TopicActivityResponse) String() string {
 func (*TopicActivityResponse) ProtoMessage() {}
 
 func (x *TopicActivityResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[29]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1804,7 +3170,7 @@ func (x *TopicActivityResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopicActivityResponse.ProtoReflect.Descriptor instead.
 func (*TopicActivityResponse) Descriptor() ([]byte, []int) {
-	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{29}
+	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *TopicActivityResponse) GetActiveMembers() bool {
@@ -1821,11 +3187,121 @@ func (x *TopicActivityResponse) GetGroups() []string {
 	return nil
 }
 
+func (x *TopicActivityResponse) GetActiveTransactions() []string {
+	if x != nil {
+		return x.ActiveTransactions
+	}
+	return nil
+}
+
 var File_strata_coordinator_v1_coordinator_proto protoreflect.FileDescriptor
 
 const file_strata_coordinator_v1_coordinator_proto_rawDesc = "" +
 	"\n" +
-	"'strata/coordinator/v1/coordinator.proto\x12\x15strata.coordinator.v1\"D\n" +
+	"'strata/coordinator/v1/coordinator.proto\x12\x15strata.coordinator.v1\"\x82\x02\n" +
+	"\x17SendOffsetsToTxnRequest\x12)\n" +
+	"\x10transactional_id\x18\x01 \x01(\tR\x0ftransactionalId\x12\x1f\n" +
+	"\vproducer_id\x18\x02 \x01(\tR\n" +
+	"producerId\x12\x14\n" +
+	"\x05epoch\x18\x03 \x01(\x03R\x05epoch\x12\x14\n" +
+	"\x05topic\x18\x04 \x01(\tR\x05topic\x12\x14\n" +
+	"\x05group\x18\x05 \x01(\tR\x05group\x12\x16\n" +
+	"\x06member\x18\x06 \x01(\tR\x06member\x12\x1e\n" +
+	"\n" +
+	"generation\x18\a \x01(\x04R\n" +
+	"generation\x12!\n" +
+	"\foffsets_list\x18\b \x01(\tR\voffsetsList\"l\n" +
+	"\x18SendOffsetsToTxnResponse\x12)\n" +
+	"\x10transactional_id\x18\x01 \x01(\tR\x0ftransactionalId\x12%\n" +
+	"\x0estaged_offsets\x18\x02 \x01(\rR\rstagedOffsets\"\xe4\x01\n" +
+	"\x19ValidateTxnOffsetsRequest\x12\x14\n" +
+	"\x05group\x18\x01 \x01(\tR\x05group\x12\x14\n" +
+	"\x05topic\x18\x02 \x01(\tR\x05topic\x12\x16\n" +
+	"\x06member\x18\x03 \x01(\tR\x06member\x12\x1e\n" +
+	"\n" +
+	"generation\x18\x04 \x01(\x04R\n" +
+	"generation\x12@\n" +
+	"\aoffsets\x18\x05 \x03(\v2&.strata.coordinator.v1.PartitionOffsetR\aoffsets\x12!\n" +
+	"\foffsets_list\x18\x06 \x01(\tR\voffsetsList\"\x80\x01\n" +
+	"\x1aValidateTxnOffsetsResponse\x12 \n" +
+	"\vincarnation\x18\x01 \x01(\x04R\vincarnation\x12@\n" +
+	"\aoffsets\x18\x02 \x03(\v2&.strata.coordinator.v1.PartitionOffsetR\aoffsets\"\x98\x01\n" +
+	"\x17CommitTxnOffsetsRequest\x12\x14\n" +
+	"\x05group\x18\x01 \x01(\tR\x05group\x12 \n" +
+	"\vincarnation\x18\x02 \x01(\x04R\vincarnation\x12E\n" +
+	"\aoffsets\x18\x03 \x03(\v2+.strata.coordinator.v1.TopicPartitionOffsetR\aoffsets\"b\n" +
+	"\x14TopicPartitionOffset\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
+	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x16\n" +
+	"\x06offset\x18\x03 \x01(\x04R\x06offset\"4\n" +
+	"\x18CommitTxnOffsetsResponse\x12\x18\n" +
+	"\awritten\x18\x01 \x01(\rR\awritten\"B\n" +
+	"\x15InitProducerIdRequest\x12)\n" +
+	"\x10transactional_id\x18\x01 \x01(\tR\x0ftransactionalId\"z\n" +
+	"\x16InitProducerIdResponse\x12)\n" +
+	"\x10transactional_id\x18\x01 \x01(\tR\x0ftransactionalId\x12\x1f\n" +
+	"\vproducer_id\x18\x02 \x01(\tR\n" +
+	"producerId\x12\x14\n" +
+	"\x05epoch\x18\x03 \x01(\x03R\x05epoch\"s\n" +
+	"\x0fBeginTxnRequest\x12)\n" +
+	"\x10transactional_id\x18\x01 \x01(\tR\x0ftransactionalId\x12\x1f\n" +
+	"\vproducer_id\x18\x02 \x01(\tR\n" +
+	"producerId\x12\x14\n" +
+	"\x05epoch\x18\x03 \x01(\x03R\x05epoch\"\x8a\x01\n" +
+	"\x10BeginTxnResponse\x12)\n" +
+	"\x10transactional_id\x18\x01 \x01(\tR\x0ftransactionalId\x12\x14\n" +
+	"\x05state\x18\x02 \x01(\tR\x05state\x12\x1f\n" +
+	"\vproducer_id\x18\x03 \x01(\tR\n" +
+	"producerId\x12\x14\n" +
+	"\x05epoch\x18\x04 \x01(\x03R\x05epoch\"\xf8\x01\n" +
+	"\x11TxnPublishRequest\x12)\n" +
+	"\x10transactional_id\x18\x01 \x01(\tR\x0ftransactionalId\x12\x1f\n" +
+	"\vproducer_id\x18\x02 \x01(\tR\n" +
+	"producerId\x12\x14\n" +
+	"\x05epoch\x18\x03 \x01(\x03R\x05epoch\x12\x10\n" +
+	"\x03seq\x18\x04 \x01(\x04R\x03seq\x12\x14\n" +
+	"\x05topic\x18\x05 \x01(\tR\x05topic\x12\x1c\n" +
+	"\tpartition\x18\x06 \x01(\x05R\tpartition\x12\x18\n" +
+	"\arecords\x18\a \x01(\fR\arecords\x12!\n" +
+	"\frecord_count\x18\b \x01(\rR\vrecordCount\"\xa9\x01\n" +
+	"\x12TxnPublishResponse\x12)\n" +
+	"\x10transactional_id\x18\x01 \x01(\tR\x0ftransactionalId\x12\x14\n" +
+	"\x05topic\x18\x02 \x01(\tR\x05topic\x12\x1c\n" +
+	"\tpartition\x18\x03 \x01(\x05R\tpartition\x12\x16\n" +
+	"\x06offset\x18\x04 \x01(\x04R\x06offset\x12\x1c\n" +
+	"\tduplicate\x18\x05 \x01(\bR\tduplicate\"\x89\x01\n" +
+	"\rEndTxnRequest\x12)\n" +
+	"\x10transactional_id\x18\x01 \x01(\tR\x0ftransactionalId\x12\x1f\n" +
+	"\vproducer_id\x18\x02 \x01(\tR\n" +
+	"producerId\x12\x14\n" +
+	"\x05epoch\x18\x03 \x01(\x03R\x05epoch\x12\x16\n" +
+	"\x06commit\x18\x04 \x01(\bR\x06commit\"\x87\x01\n" +
+	"\x0eEndTxnResponse\x12)\n" +
+	"\x10transactional_id\x18\x01 \x01(\tR\x0ftransactionalId\x12\x14\n" +
+	"\x05state\x18\x02 \x01(\tR\x05state\x12\x1a\n" +
+	"\bmessages\x18\x03 \x01(\x04R\bmessages\x12\x18\n" +
+	"\aoffsets\x18\x04 \x01(\rR\aoffsets\"=\n" +
+	"\x10TxnStatusRequest\x12)\n" +
+	"\x10transactional_id\x18\x01 \x01(\tR\x0ftransactionalId\"\xa6\x02\n" +
+	"\aTxnInfo\x12)\n" +
+	"\x10transactional_id\x18\x01 \x01(\tR\x0ftransactionalId\x12\x1f\n" +
+	"\vproducer_id\x18\x02 \x01(\tR\n" +
+	"producerId\x12\x14\n" +
+	"\x05epoch\x18\x03 \x01(\x03R\x05epoch\x12\x14\n" +
+	"\x05state\x18\x04 \x01(\tR\x05state\x12\x1a\n" +
+	"\bmessages\x18\x05 \x01(\x04R\bmessages\x12I\n" +
+	"\fparticipants\x18\x06 \x03(\v2%.strata.coordinator.v1.TopicPartitionR\fparticipants\x12\x18\n" +
+	"\aoffsets\x18\a \x01(\rR\aoffsets\x12\"\n" +
+	"\rstart_unix_ms\x18\b \x01(\x03R\vstartUnixMs\"E\n" +
+	"\x11TxnStatusResponse\x120\n" +
+	"\x03txn\x18\x01 \x01(\v2\x1e.strata.coordinator.v1.TxnInfoR\x03txn\"\x11\n" +
+	"\x0fListTxnsRequest\"F\n" +
+	"\x10ListTxnsResponse\x122\n" +
+	"\x04txns\x18\x01 \x03(\v2\x1e.strata.coordinator.v1.TxnInfoR\x04txns\"<\n" +
+	"\x0fAbortTxnRequest\x12)\n" +
+	"\x10transactional_id\x18\x01 \x01(\tR\x0ftransactionalId\"D\n" +
+	"\x10AbortTxnResponse\x120\n" +
+	"\x03txn\x18\x01 \x01(\v2\x1e.strata.coordinator.v1.TxnInfoR\x03txn\"D\n" +
 	"\x0eTopicPartition\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\"t\n" +
@@ -1966,11 +3442,11 @@ const file_strata_coordinator_v1_coordinator_proto_rawDesc = "" +
 	"\x06offset\x18\x01 \x01(\x04R\x06offset\x12\x14\n" +
 	"\x05found\x18\x02 \x01(\bR\x05found\",\n" +
 	"\x14TopicActivityRequest\x12\x14\n" +
-	"\x05topic\x18\x01 \x01(\tR\x05topic\"V\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\"\x87\x01\n" +
 	"\x15TopicActivityResponse\x12%\n" +
 	"\x0eactive_members\x18\x01 \x01(\bR\ractiveMembers\x12\x16\n" +
-	"\x06groups\x18\x02 \x03(\tR\x06groups2\xbc\n" +
-	"\n" +
+	"\x06groups\x18\x02 \x03(\tR\x06groups\x12/\n" +
+	"\x13active_transactions\x18\x03 \x03(\tR\x12activeTransactions2\xc1\x12\n" +
 	"\x12CoordinatorService\x12j\n" +
 	"\rRegisterGroup\x12+.strata.coordinator.v1.RegisterGroupRequest\x1a,.strata.coordinator.v1.RegisterGroupResponse\x12^\n" +
 	"\tJoinGroup\x12'.strata.coordinator.v1.JoinGroupRequest\x1a(.strata.coordinator.v1.JoinGroupResponse\x12^\n" +
@@ -1986,7 +3462,18 @@ const file_strata_coordinator_v1_coordinator_proto_rawDesc = "" +
 	"\vBatchCommit\x12).strata.coordinator.v1.BatchCommitRequest\x1a*.strata.coordinator.v1.BatchCommitResponse\x12d\n" +
 	"\vFetchOffset\x12).strata.coordinator.v1.FetchOffsetRequest\x1a*.strata.coordinator.v1.FetchOffsetResponse\x12g\n" +
 	"\fResetOffsets\x12*.strata.coordinator.v1.ResetOffsetsRequest\x1a+.strata.coordinator.v1.ResetOffsetsResponse\x12j\n" +
-	"\rTopicActivity\x12+.strata.coordinator.v1.TopicActivityRequest\x1a,.strata.coordinator.v1.TopicActivityResponseBFZDgithub.com/strataio/strata/proto/strata/coordinator/v1;coordinatorv1b\x06proto3"
+	"\rTopicActivity\x12+.strata.coordinator.v1.TopicActivityRequest\x1a,.strata.coordinator.v1.TopicActivityResponse\x12m\n" +
+	"\x0eInitProducerId\x12,.strata.coordinator.v1.InitProducerIdRequest\x1a-.strata.coordinator.v1.InitProducerIdResponse\x12[\n" +
+	"\bBeginTxn\x12&.strata.coordinator.v1.BeginTxnRequest\x1a'.strata.coordinator.v1.BeginTxnResponse\x12a\n" +
+	"\n" +
+	"TxnPublish\x12(.strata.coordinator.v1.TxnPublishRequest\x1a).strata.coordinator.v1.TxnPublishResponse\x12U\n" +
+	"\x06EndTxn\x12$.strata.coordinator.v1.EndTxnRequest\x1a%.strata.coordinator.v1.EndTxnResponse\x12^\n" +
+	"\tTxnStatus\x12'.strata.coordinator.v1.TxnStatusRequest\x1a(.strata.coordinator.v1.TxnStatusResponse\x12[\n" +
+	"\bListTxns\x12&.strata.coordinator.v1.ListTxnsRequest\x1a'.strata.coordinator.v1.ListTxnsResponse\x12[\n" +
+	"\bAbortTxn\x12&.strata.coordinator.v1.AbortTxnRequest\x1a'.strata.coordinator.v1.AbortTxnResponse\x12s\n" +
+	"\x10SendOffsetsToTxn\x12..strata.coordinator.v1.SendOffsetsToTxnRequest\x1a/.strata.coordinator.v1.SendOffsetsToTxnResponse\x12y\n" +
+	"\x12ValidateTxnOffsets\x120.strata.coordinator.v1.ValidateTxnOffsetsRequest\x1a1.strata.coordinator.v1.ValidateTxnOffsetsResponse\x12s\n" +
+	"\x10CommitTxnOffsets\x12..strata.coordinator.v1.CommitTxnOffsetsRequest\x1a/.strata.coordinator.v1.CommitTxnOffsetsResponseBFZDgithub.com/strataio/strata/proto/strata/coordinator/v1;coordinatorv1b\x06proto3"
 
 var (
 	file_strata_coordinator_v1_coordinator_proto_rawDescOnce sync.Once
@@ -2000,79 +3487,128 @@ func file_strata_coordinator_v1_coordinator_proto_rawDescGZIP() []byte {
 	return file_strata_coordinator_v1_coordinator_proto_rawDescData
 }
 
-var file_strata_coordinator_v1_coordinator_proto_msgTypes = make([]protoimpl.MessageInfo, 30)
+var file_strata_coordinator_v1_coordinator_proto_msgTypes = make([]protoimpl.MessageInfo, 52)
 var file_strata_coordinator_v1_coordinator_proto_goTypes = []any{
-	(*TopicPartition)(nil),        // 0: strata.coordinator.v1.TopicPartition
-	(*RegisterGroupRequest)(nil),  // 1: strata.coordinator.v1.RegisterGroupRequest
-	(*RegisterGroupResponse)(nil), // 2: strata.coordinator.v1.RegisterGroupResponse
-	(*JoinGroupRequest)(nil),      // 3: strata.coordinator.v1.JoinGroupRequest
-	(*JoinGroupResponse)(nil),     // 4: strata.coordinator.v1.JoinGroupResponse
-	(*SyncGroupRequest)(nil),      // 5: strata.coordinator.v1.SyncGroupRequest
-	(*SyncGroupResponse)(nil),     // 6: strata.coordinator.v1.SyncGroupResponse
-	(*HeartbeatRequest)(nil),      // 7: strata.coordinator.v1.HeartbeatRequest
-	(*HeartbeatResponse)(nil),     // 8: strata.coordinator.v1.HeartbeatResponse
-	(*LeaveGroupRequest)(nil),     // 9: strata.coordinator.v1.LeaveGroupRequest
-	(*LeaveGroupResponse)(nil),    // 10: strata.coordinator.v1.LeaveGroupResponse
-	(*GroupStatusRequest)(nil),    // 11: strata.coordinator.v1.GroupStatusRequest
-	(*GroupMember)(nil),           // 12: strata.coordinator.v1.GroupMember
-	(*GroupStatusResponse)(nil),   // 13: strata.coordinator.v1.GroupStatusResponse
-	(*ListGroupsRequest)(nil),     // 14: strata.coordinator.v1.ListGroupsRequest
-	(*GroupSummary)(nil),          // 15: strata.coordinator.v1.GroupSummary
-	(*ListGroupsResponse)(nil),    // 16: strata.coordinator.v1.ListGroupsResponse
-	(*DeleteGroupRequest)(nil),    // 17: strata.coordinator.v1.DeleteGroupRequest
-	(*DeleteGroupResponse)(nil),   // 18: strata.coordinator.v1.DeleteGroupResponse
-	(*CommitOffsetRequest)(nil),   // 19: strata.coordinator.v1.CommitOffsetRequest
-	(*CommitOffsetResponse)(nil),  // 20: strata.coordinator.v1.CommitOffsetResponse
-	(*PartitionOffset)(nil),       // 21: strata.coordinator.v1.PartitionOffset
-	(*BatchCommitRequest)(nil),    // 22: strata.coordinator.v1.BatchCommitRequest
-	(*BatchCommitResponse)(nil),   // 23: strata.coordinator.v1.BatchCommitResponse
-	(*ResetOffsetsRequest)(nil),   // 24: strata.coordinator.v1.ResetOffsetsRequest
-	(*ResetOffsetsResponse)(nil),  // 25: strata.coordinator.v1.ResetOffsetsResponse
-	(*FetchOffsetRequest)(nil),    // 26: strata.coordinator.v1.FetchOffsetRequest
-	(*FetchOffsetResponse)(nil),   // 27: strata.coordinator.v1.FetchOffsetResponse
-	(*TopicActivityRequest)(nil),  // 28: strata.coordinator.v1.TopicActivityRequest
-	(*TopicActivityResponse)(nil), // 29: strata.coordinator.v1.TopicActivityResponse
+	(*SendOffsetsToTxnRequest)(nil),    // 0: strata.coordinator.v1.SendOffsetsToTxnRequest
+	(*SendOffsetsToTxnResponse)(nil),   // 1: strata.coordinator.v1.SendOffsetsToTxnResponse
+	(*ValidateTxnOffsetsRequest)(nil),  // 2: strata.coordinator.v1.ValidateTxnOffsetsRequest
+	(*ValidateTxnOffsetsResponse)(nil), // 3: strata.coordinator.v1.ValidateTxnOffsetsResponse
+	(*CommitTxnOffsetsRequest)(nil),    // 4: strata.coordinator.v1.CommitTxnOffsetsRequest
+	(*TopicPartitionOffset)(nil),       // 5: strata.coordinator.v1.TopicPartitionOffset
+	(*CommitTxnOffsetsResponse)(nil),   // 6: strata.coordinator.v1.CommitTxnOffsetsResponse
+	(*InitProducerIdRequest)(nil),      // 7: strata.coordinator.v1.InitProducerIdRequest
+	(*InitProducerIdResponse)(nil),     // 8: strata.coordinator.v1.InitProducerIdResponse
+	(*BeginTxnRequest)(nil),            // 9: strata.coordinator.v1.BeginTxnRequest
+	(*BeginTxnResponse)(nil),           // 10: strata.coordinator.v1.BeginTxnResponse
+	(*TxnPublishRequest)(nil),          // 11: strata.coordinator.v1.TxnPublishRequest
+	(*TxnPublishResponse)(nil),         // 12: strata.coordinator.v1.TxnPublishResponse
+	(*EndTxnRequest)(nil),              // 13: strata.coordinator.v1.EndTxnRequest
+	(*EndTxnResponse)(nil),             // 14: strata.coordinator.v1.EndTxnResponse
+	(*TxnStatusRequest)(nil),           // 15: strata.coordinator.v1.TxnStatusRequest
+	(*TxnInfo)(nil),                    // 16: strata.coordinator.v1.TxnInfo
+	(*TxnStatusResponse)(nil),          // 17: strata.coordinator.v1.TxnStatusResponse
+	(*ListTxnsRequest)(nil),            // 18: strata.coordinator.v1.ListTxnsRequest
+	(*ListTxnsResponse)(nil),           // 19: strata.coordinator.v1.ListTxnsResponse
+	(*AbortTxnRequest)(nil),            // 20: strata.coordinator.v1.AbortTxnRequest
+	(*AbortTxnResponse)(nil),           // 21: strata.coordinator.v1.AbortTxnResponse
+	(*TopicPartition)(nil),             // 22: strata.coordinator.v1.TopicPartition
+	(*RegisterGroupRequest)(nil),       // 23: strata.coordinator.v1.RegisterGroupRequest
+	(*RegisterGroupResponse)(nil),      // 24: strata.coordinator.v1.RegisterGroupResponse
+	(*JoinGroupRequest)(nil),           // 25: strata.coordinator.v1.JoinGroupRequest
+	(*JoinGroupResponse)(nil),          // 26: strata.coordinator.v1.JoinGroupResponse
+	(*SyncGroupRequest)(nil),           // 27: strata.coordinator.v1.SyncGroupRequest
+	(*SyncGroupResponse)(nil),          // 28: strata.coordinator.v1.SyncGroupResponse
+	(*HeartbeatRequest)(nil),           // 29: strata.coordinator.v1.HeartbeatRequest
+	(*HeartbeatResponse)(nil),          // 30: strata.coordinator.v1.HeartbeatResponse
+	(*LeaveGroupRequest)(nil),          // 31: strata.coordinator.v1.LeaveGroupRequest
+	(*LeaveGroupResponse)(nil),         // 32: strata.coordinator.v1.LeaveGroupResponse
+	(*GroupStatusRequest)(nil),         // 33: strata.coordinator.v1.GroupStatusRequest
+	(*GroupMember)(nil),                // 34: strata.coordinator.v1.GroupMember
+	(*GroupStatusResponse)(nil),        // 35: strata.coordinator.v1.GroupStatusResponse
+	(*ListGroupsRequest)(nil),          // 36: strata.coordinator.v1.ListGroupsRequest
+	(*GroupSummary)(nil),               // 37: strata.coordinator.v1.GroupSummary
+	(*ListGroupsResponse)(nil),         // 38: strata.coordinator.v1.ListGroupsResponse
+	(*DeleteGroupRequest)(nil),         // 39: strata.coordinator.v1.DeleteGroupRequest
+	(*DeleteGroupResponse)(nil),        // 40: strata.coordinator.v1.DeleteGroupResponse
+	(*CommitOffsetRequest)(nil),        // 41: strata.coordinator.v1.CommitOffsetRequest
+	(*CommitOffsetResponse)(nil),       // 42: strata.coordinator.v1.CommitOffsetResponse
+	(*PartitionOffset)(nil),            // 43: strata.coordinator.v1.PartitionOffset
+	(*BatchCommitRequest)(nil),         // 44: strata.coordinator.v1.BatchCommitRequest
+	(*BatchCommitResponse)(nil),        // 45: strata.coordinator.v1.BatchCommitResponse
+	(*ResetOffsetsRequest)(nil),        // 46: strata.coordinator.v1.ResetOffsetsRequest
+	(*ResetOffsetsResponse)(nil),       // 47: strata.coordinator.v1.ResetOffsetsResponse
+	(*FetchOffsetRequest)(nil),         // 48: strata.coordinator.v1.FetchOffsetRequest
+	(*FetchOffsetResponse)(nil),        // 49: strata.coordinator.v1.FetchOffsetResponse
+	(*TopicActivityRequest)(nil),       // 50: strata.coordinator.v1.TopicActivityRequest
+	(*TopicActivityResponse)(nil),      // 51: strata.coordinator.v1.TopicActivityResponse
 }
 var file_strata_coordinator_v1_coordinator_proto_depIdxs = []int32{
-	0,  // 0: strata.coordinator.v1.RegisterGroupResponse.partitions:type_name -> strata.coordinator.v1.TopicPartition
-	0,  // 1: strata.coordinator.v1.JoinGroupResponse.topic_assignments:type_name -> strata.coordinator.v1.TopicPartition
-	0,  // 2: strata.coordinator.v1.SyncGroupResponse.topic_assignments:type_name -> strata.coordinator.v1.TopicPartition
-	0,  // 3: strata.coordinator.v1.GroupMember.topic_assignments:type_name -> strata.coordinator.v1.TopicPartition
-	12, // 4: strata.coordinator.v1.GroupStatusResponse.members:type_name -> strata.coordinator.v1.GroupMember
-	15, // 5: strata.coordinator.v1.ListGroupsResponse.groups:type_name -> strata.coordinator.v1.GroupSummary
-	21, // 6: strata.coordinator.v1.BatchCommitRequest.offsets:type_name -> strata.coordinator.v1.PartitionOffset
-	21, // 7: strata.coordinator.v1.ResetOffsetsRequest.offsets:type_name -> strata.coordinator.v1.PartitionOffset
-	1,  // 8: strata.coordinator.v1.CoordinatorService.RegisterGroup:input_type -> strata.coordinator.v1.RegisterGroupRequest
-	3,  // 9: strata.coordinator.v1.CoordinatorService.JoinGroup:input_type -> strata.coordinator.v1.JoinGroupRequest
-	5,  // 10: strata.coordinator.v1.CoordinatorService.SyncGroup:input_type -> strata.coordinator.v1.SyncGroupRequest
-	7,  // 11: strata.coordinator.v1.CoordinatorService.Heartbeat:input_type -> strata.coordinator.v1.HeartbeatRequest
-	9,  // 12: strata.coordinator.v1.CoordinatorService.LeaveGroup:input_type -> strata.coordinator.v1.LeaveGroupRequest
-	11, // 13: strata.coordinator.v1.CoordinatorService.GroupStatus:input_type -> strata.coordinator.v1.GroupStatusRequest
-	14, // 14: strata.coordinator.v1.CoordinatorService.ListGroups:input_type -> strata.coordinator.v1.ListGroupsRequest
-	17, // 15: strata.coordinator.v1.CoordinatorService.DeleteGroup:input_type -> strata.coordinator.v1.DeleteGroupRequest
-	19, // 16: strata.coordinator.v1.CoordinatorService.CommitOffset:input_type -> strata.coordinator.v1.CommitOffsetRequest
-	22, // 17: strata.coordinator.v1.CoordinatorService.BatchCommit:input_type -> strata.coordinator.v1.BatchCommitRequest
-	26, // 18: strata.coordinator.v1.CoordinatorService.FetchOffset:input_type -> strata.coordinator.v1.FetchOffsetRequest
-	24, // 19: strata.coordinator.v1.CoordinatorService.ResetOffsets:input_type -> strata.coordinator.v1.ResetOffsetsRequest
-	28, // 20: strata.coordinator.v1.CoordinatorService.TopicActivity:input_type -> strata.coordinator.v1.TopicActivityRequest
-	2,  // 21: strata.coordinator.v1.CoordinatorService.RegisterGroup:output_type -> strata.coordinator.v1.RegisterGroupResponse
-	4,  // 22: strata.coordinator.v1.CoordinatorService.JoinGroup:output_type -> strata.coordinator.v1.JoinGroupResponse
-	6,  // 23: strata.coordinator.v1.CoordinatorService.SyncGroup:output_type -> strata.coordinator.v1.SyncGroupResponse
-	8,  // 24: strata.coordinator.v1.CoordinatorService.Heartbeat:output_type -> strata.coordinator.v1.HeartbeatResponse
-	10, // 25: strata.coordinator.v1.CoordinatorService.LeaveGroup:output_type -> strata.coordinator.v1.LeaveGroupResponse
-	13, // 26: strata.coordinator.v1.CoordinatorService.GroupStatus:output_type -> strata.coordinator.v1.GroupStatusResponse
-	16, // 27: strata.coordinator.v1.CoordinatorService.ListGroups:output_type -> strata.coordinator.v1.ListGroupsResponse
-	18, // 28: strata.coordinator.v1.CoordinatorService.DeleteGroup:output_type -> strata.coordinator.v1.DeleteGroupResponse
-	20, // 29: strata.coordinator.v1.CoordinatorService.CommitOffset:output_type -> strata.coordinator.v1.CommitOffsetResponse
-	23, // 30: strata.coordinator.v1.CoordinatorService.BatchCommit:output_type -> strata.coordinator.v1.BatchCommitResponse
-	27, // 31: strata.coordinator.v1.CoordinatorService.FetchOffset:output_type -> strata.coordinator.v1.FetchOffsetResponse
-	25, // 32: strata.coordinator.v1.CoordinatorService.ResetOffsets:output_type -> strata.coordinator.v1.ResetOffsetsResponse
-	29, // 33: strata.coordinator.v1.CoordinatorService.TopicActivity:output_type -> strata.coordinator.v1.TopicActivityResponse
-	21, // [21:34] is the sub-list for method output_type
-	8,  // [8:21] is the sub-list for method input_type
-	8,  // [8:8] is the sub-list for extension type_name
-	8,  // [8:8] is the sub-list for extension extendee
-	0,  // [0:8] is the sub-list for field type_name
+	43, // 0: strata.coordinator.v1.ValidateTxnOffsetsRequest.offsets:type_name -> strata.coordinator.v1.PartitionOffset
+	43, // 1: strata.coordinator.v1.ValidateTxnOffsetsResponse.offsets:type_name -> strata.coordinator.v1.PartitionOffset
+	5,  // 2: strata.coordinator.v1.CommitTxnOffsetsRequest.offsets:type_name -> strata.coordinator.v1.TopicPartitionOffset
+	22, // 3: strata.coordinator.v1.TxnInfo.participants:type_name -> strata.coordinator.v1.TopicPartition
+	16, // 4: strata.coordinator.v1.TxnStatusResponse.txn:type_name -> strata.coordinator.v1.TxnInfo
+	16, // 5: strata.coordinator.v1.ListTxnsResponse.txns:type_name -> strata.coordinator.v1.TxnInfo
+	16, // 6: strata.coordinator.v1.AbortTxnResponse.txn:type_name -> strata.coordinator.v1.TxnInfo
+	22, // 7: strata.coordinator.v1.RegisterGroupResponse.partitions:type_name -> strata.coordinator.v1.TopicPartition
+	22, // 8: strata.coordinator.v1.JoinGroupResponse.topic_assignments:type_name -> strata.coordinator.v1.TopicPartition
+	22, // 9: strata.coordinator.v1.SyncGroupResponse.topic_assignments:type_name -> strata.coordinator.v1.TopicPartition
+	22, // 10: strata.coordinator.v1.GroupMember.topic_assignments:type_name -> strata.coordinator.v1.TopicPartition
+	34, // 11: strata.coordinator.v1.GroupStatusResponse.members:type_name -> strata.coordinator.v1.GroupMember
+	37, // 12: strata.coordinator.v1.ListGroupsResponse.groups:type_name -> strata.coordinator.v1.GroupSummary
+	43, // 13: strata.coordinator.v1.BatchCommitRequest.offsets:type_name -> strata.coordinator.v1.PartitionOffset
+	43, // 14: strata.coordinator.v1.ResetOffsetsRequest.offsets:type_name -> strata.coordinator.v1.PartitionOffset
+	23, // 15: strata.coordinator.v1.CoordinatorService.RegisterGroup:input_type -> strata.coordinator.v1.RegisterGroupRequest
+	25, // 16: strata.coordinator.v1.CoordinatorService.JoinGroup:input_type -> strata.coordinator.v1.JoinGroupRequest
+	27, // 17: strata.coordinator.v1.CoordinatorService.SyncGroup:input_type -> strata.coordinator.v1.SyncGroupRequest
+	29, // 18: strata.coordinator.v1.CoordinatorService.Heartbeat:input_type -> strata.coordinator.v1.HeartbeatRequest
+	31, // 19: strata.coordinator.v1.CoordinatorService.LeaveGroup:input_type -> strata.coordinator.v1.LeaveGroupRequest
+	33, // 20: strata.coordinator.v1.CoordinatorService.GroupStatus:input_type -> strata.coordinator.v1.GroupStatusRequest
+	36, // 21: strata.coordinator.v1.CoordinatorService.ListGroups:input_type -> strata.coordinator.v1.ListGroupsRequest
+	39, // 22: strata.coordinator.v1.CoordinatorService.DeleteGroup:input_type -> strata.coordinator.v1.DeleteGroupRequest
+	41, // 23: strata.coordinator.v1.CoordinatorService.CommitOffset:input_type -> strata.coordinator.v1.CommitOffsetRequest
+	44, // 24: strata.coordinator.v1.CoordinatorService.BatchCommit:input_type -> strata.coordinator.v1.BatchCommitRequest
+	48, // 25: strata.coordinator.v1.CoordinatorService.FetchOffset:input_type -> strata.coordinator.v1.FetchOffsetRequest
+	46, // 26: strata.coordinator.v1.CoordinatorService.ResetOffsets:input_type -> strata.coordinator.v1.ResetOffsetsRequest
+	50, // 27: strata.coordinator.v1.CoordinatorService.TopicActivity:input_type -> strata.coordinator.v1.TopicActivityRequest
+	7,  // 28: strata.coordinator.v1.CoordinatorService.InitProducerId:input_type -> strata.coordinator.v1.InitProducerIdRequest
+	9,  // 29: strata.coordinator.v1.CoordinatorService.BeginTxn:input_type -> strata.coordinator.v1.BeginTxnRequest
+	11, // 30: strata.coordinator.v1.CoordinatorService.TxnPublish:input_type -> strata.coordinator.v1.TxnPublishRequest
+	13, // 31: strata.coordinator.v1.CoordinatorService.EndTxn:input_type -> strata.coordinator.v1.EndTxnRequest
+	15, // 32: strata.coordinator.v1.CoordinatorService.TxnStatus:input_type -> strata.coordinator.v1.TxnStatusRequest
+	18, // 33: strata.coordinator.v1.CoordinatorService.ListTxns:input_type -> strata.coordinator.v1.ListTxnsRequest
+	20, // 34: strata.coordinator.v1.CoordinatorService.AbortTxn:input_type -> strata.coordinator.v1.AbortTxnRequest
+	0,  // 35: strata.coordinator.v1.CoordinatorService.SendOffsetsToTxn:input_type -> strata.coordinator.v1.SendOffsetsToTxnRequest
+	2,  // 36: strata.coordinator.v1.CoordinatorService.ValidateTxnOffsets:input_type -> strata.coordinator.v1.ValidateTxnOffsetsRequest
+	4,  // 37: strata.coordinator.v1.CoordinatorService.CommitTxnOffsets:input_type -> strata.coordinator.v1.CommitTxnOffsetsRequest
+	24, // 38: strata.coordinator.v1.CoordinatorService.RegisterGroup:output_type -> strata.coordinator.v1.RegisterGroupResponse
+	26, // 39: strata.coordinator.v1.CoordinatorService.JoinGroup:output_type -> strata.coordinator.v1.JoinGroupResponse
+	28, // 40: strata.coordinator.v1.CoordinatorService.SyncGroup:output_type -> strata.coordinator.v1.SyncGroupResponse
+	30, // 41: strata.coordinator.v1.CoordinatorService.Heartbeat:output_type -> strata.coordinator.v1.HeartbeatResponse
+	32, // 42: strata.coordinator.v1.CoordinatorService.LeaveGroup:output_type -> strata.coordinator.v1.LeaveGroupResponse
+	35, // 43: strata.coordinator.v1.CoordinatorService.GroupStatus:output_type -> strata.coordinator.v1.GroupStatusResponse
+	38, // 44: strata.coordinator.v1.CoordinatorService.ListGroups:output_type -> strata.coordinator.v1.ListGroupsResponse
+	40, // 45: strata.coordinator.v1.CoordinatorService.DeleteGroup:output_type -> strata.coordinator.v1.DeleteGroupResponse
+	42, // 46: strata.coordinator.v1.CoordinatorService.CommitOffset:output_type -> strata.coordinator.v1.CommitOffsetResponse
+	45, // 47: strata.coordinator.v1.CoordinatorService.BatchCommit:output_type -> strata.coordinator.v1.BatchCommitResponse
+	49, // 48: strata.coordinator.v1.CoordinatorService.FetchOffset:output_type -> strata.coordinator.v1.FetchOffsetResponse
+	47, // 49: strata.coordinator.v1.CoordinatorService.ResetOffsets:output_type -> strata.coordinator.v1.ResetOffsetsResponse
+	51, // 50: strata.coordinator.v1.CoordinatorService.TopicActivity:output_type -> strata.coordinator.v1.TopicActivityResponse
+	8,  // 51: strata.coordinator.v1.CoordinatorService.InitProducerId:output_type -> strata.coordinator.v1.InitProducerIdResponse
+	10, // 52: strata.coordinator.v1.CoordinatorService.BeginTxn:output_type -> strata.coordinator.v1.BeginTxnResponse
+	12, // 53: strata.coordinator.v1.CoordinatorService.TxnPublish:output_type -> strata.coordinator.v1.TxnPublishResponse
+	14, // 54: strata.coordinator.v1.CoordinatorService.EndTxn:output_type -> strata.coordinator.v1.EndTxnResponse
+	17, // 55: strata.coordinator.v1.CoordinatorService.TxnStatus:output_type -> strata.coordinator.v1.TxnStatusResponse
+	19, // 56: strata.coordinator.v1.CoordinatorService.ListTxns:output_type -> strata.coordinator.v1.ListTxnsResponse
+	21, // 57: strata.coordinator.v1.CoordinatorService.AbortTxn:output_type -> strata.coordinator.v1.AbortTxnResponse
+	1,  // 58: strata.coordinator.v1.CoordinatorService.SendOffsetsToTxn:output_type -> strata.coordinator.v1.SendOffsetsToTxnResponse
+	3,  // 59: strata.coordinator.v1.CoordinatorService.ValidateTxnOffsets:output_type -> strata.coordinator.v1.ValidateTxnOffsetsResponse
+	6,  // 60: strata.coordinator.v1.CoordinatorService.CommitTxnOffsets:output_type -> strata.coordinator.v1.CommitTxnOffsetsResponse
+	38, // [38:61] is the sub-list for method output_type
+	15, // [15:38] is the sub-list for method input_type
+	15, // [15:15] is the sub-list for extension type_name
+	15, // [15:15] is the sub-list for extension extendee
+	0,  // [0:15] is the sub-list for field type_name
 }
 
 func init() { file_strata_coordinator_v1_coordinator_proto_init() }
@@ -2080,16 +3616,16 @@ func file_strata_coordinator_v1_coordinator_proto_init() {
 	if File_strata_coordinator_v1_coordinator_proto != nil {
 		return
 	}
-	file_strata_coordinator_v1_coordinator_proto_msgTypes[7].OneofWrappers = []any{}
-	file_strata_coordinator_v1_coordinator_proto_msgTypes[19].OneofWrappers = []any{}
-	file_strata_coordinator_v1_coordinator_proto_msgTypes[22].OneofWrappers = []any{}
+	file_strata_coordinator_v1_coordinator_proto_msgTypes[29].OneofWrappers = []any{}
+	file_strata_coordinator_v1_coordinator_proto_msgTypes[41].OneofWrappers = []any{}
+	file_strata_coordinator_v1_coordinator_proto_msgTypes[44].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_strata_coordinator_v1_coordinator_proto_rawDesc), len(file_strata_coordinator_v1_coordinator_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   30,
+			NumMessages:   52,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -19,19 +19,29 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	CoordinatorService_RegisterGroup_FullMethodName = "/strata.coordinator.v1.CoordinatorService/RegisterGroup"
-	CoordinatorService_JoinGroup_FullMethodName     = "/strata.coordinator.v1.CoordinatorService/JoinGroup"
-	CoordinatorService_SyncGroup_FullMethodName     = "/strata.coordinator.v1.CoordinatorService/SyncGroup"
-	CoordinatorService_Heartbeat_FullMethodName     = "/strata.coordinator.v1.CoordinatorService/Heartbeat"
-	CoordinatorService_LeaveGroup_FullMethodName    = "/strata.coordinator.v1.CoordinatorService/LeaveGroup"
-	CoordinatorService_GroupStatus_FullMethodName   = "/strata.coordinator.v1.CoordinatorService/GroupStatus"
-	CoordinatorService_ListGroups_FullMethodName    = "/strata.coordinator.v1.CoordinatorService/ListGroups"
-	CoordinatorService_DeleteGroup_FullMethodName   = "/strata.coordinator.v1.CoordinatorService/DeleteGroup"
-	CoordinatorService_CommitOffset_FullMethodName  = "/strata.coordinator.v1.CoordinatorService/CommitOffset"
-	CoordinatorService_BatchCommit_FullMethodName   = "/strata.coordinator.v1.CoordinatorService/BatchCommit"
-	CoordinatorService_FetchOffset_FullMethodName   = "/strata.coordinator.v1.CoordinatorService/FetchOffset"
-	CoordinatorService_ResetOffsets_FullMethodName  = "/strata.coordinator.v1.CoordinatorService/ResetOffsets"
-	CoordinatorService_TopicActivity_FullMethodName = "/strata.coordinator.v1.CoordinatorService/TopicActivity"
+	CoordinatorService_RegisterGroup_FullMethodName      = "/strata.coordinator.v1.CoordinatorService/RegisterGroup"
+	CoordinatorService_JoinGroup_FullMethodName          = "/strata.coordinator.v1.CoordinatorService/JoinGroup"
+	CoordinatorService_SyncGroup_FullMethodName          = "/strata.coordinator.v1.CoordinatorService/SyncGroup"
+	CoordinatorService_Heartbeat_FullMethodName          = "/strata.coordinator.v1.CoordinatorService/Heartbeat"
+	CoordinatorService_LeaveGroup_FullMethodName         = "/strata.coordinator.v1.CoordinatorService/LeaveGroup"
+	CoordinatorService_GroupStatus_FullMethodName        = "/strata.coordinator.v1.CoordinatorService/GroupStatus"
+	CoordinatorService_ListGroups_FullMethodName         = "/strata.coordinator.v1.CoordinatorService/ListGroups"
+	CoordinatorService_DeleteGroup_FullMethodName        = "/strata.coordinator.v1.CoordinatorService/DeleteGroup"
+	CoordinatorService_CommitOffset_FullMethodName       = "/strata.coordinator.v1.CoordinatorService/CommitOffset"
+	CoordinatorService_BatchCommit_FullMethodName        = "/strata.coordinator.v1.CoordinatorService/BatchCommit"
+	CoordinatorService_FetchOffset_FullMethodName        = "/strata.coordinator.v1.CoordinatorService/FetchOffset"
+	CoordinatorService_ResetOffsets_FullMethodName       = "/strata.coordinator.v1.CoordinatorService/ResetOffsets"
+	CoordinatorService_TopicActivity_FullMethodName      = "/strata.coordinator.v1.CoordinatorService/TopicActivity"
+	CoordinatorService_InitProducerId_FullMethodName     = "/strata.coordinator.v1.CoordinatorService/InitProducerId"
+	CoordinatorService_BeginTxn_FullMethodName           = "/strata.coordinator.v1.CoordinatorService/BeginTxn"
+	CoordinatorService_TxnPublish_FullMethodName         = "/strata.coordinator.v1.CoordinatorService/TxnPublish"
+	CoordinatorService_EndTxn_FullMethodName             = "/strata.coordinator.v1.CoordinatorService/EndTxn"
+	CoordinatorService_TxnStatus_FullMethodName          = "/strata.coordinator.v1.CoordinatorService/TxnStatus"
+	CoordinatorService_ListTxns_FullMethodName           = "/strata.coordinator.v1.CoordinatorService/ListTxns"
+	CoordinatorService_AbortTxn_FullMethodName           = "/strata.coordinator.v1.CoordinatorService/AbortTxn"
+	CoordinatorService_SendOffsetsToTxn_FullMethodName   = "/strata.coordinator.v1.CoordinatorService/SendOffsetsToTxn"
+	CoordinatorService_ValidateTxnOffsets_FullMethodName = "/strata.coordinator.v1.CoordinatorService/ValidateTxnOffsets"
+	CoordinatorService_CommitTxnOffsets_FullMethodName   = "/strata.coordinator.v1.CoordinatorService/CommitTxnOffsets"
 )
 
 // CoordinatorServiceClient is the client API for CoordinatorService service.
@@ -66,6 +76,32 @@ type CoordinatorServiceClient interface {
 	// TopicActivity reports whether groups owned by this coordinator have
 	// active members on a topic (DELETE/TRUNCATE guard).
 	TopicActivity(ctx context.Context, in *TopicActivityRequest, opts ...grpc.CallOption) (*TopicActivityResponse, error)
+	// Transactions (SERVICE-SPEC 3.2, 4.7; docs/transactions.md). A
+	// transactional_id belongs to shard FNV-1a 32(id) mod
+	// transaction_coordinator_shards, owned through the same ring as groups;
+	// a coordinator that does not own it answers NOT_COORDINATOR like the
+	// group commands.
+	InitProducerId(ctx context.Context, in *InitProducerIdRequest, opts ...grpc.CallOption) (*InitProducerIdResponse, error)
+	BeginTxn(ctx context.Context, in *BeginTxnRequest, opts ...grpc.CallOption) (*BeginTxnResponse, error)
+	TxnPublish(ctx context.Context, in *TxnPublishRequest, opts ...grpc.CallOption) (*TxnPublishResponse, error)
+	EndTxn(ctx context.Context, in *EndTxnRequest, opts ...grpc.CallOption) (*EndTxnResponse, error)
+	TxnStatus(ctx context.Context, in *TxnStatusRequest, opts ...grpc.CallOption) (*TxnStatusResponse, error)
+	// ListTxns lists the active transactions this coordinator owns (callers
+	// fan out to every live coordinatord); AbortTxn aborts one (admin:
+	// `strata txn abort`).
+	ListTxns(ctx context.Context, in *ListTxnsRequest, opts ...grpc.CallOption) (*ListTxnsResponse, error)
+	AbortTxn(ctx context.Context, in *AbortTxnRequest, opts ...grpc.CallOption) (*AbortTxnResponse, error)
+	// SendOffsetsToTxn stages consumer offsets in the open transaction
+	// (SEND_OFFSETS_TO_TXN) after the group's coordinator validated them.
+	SendOffsetsToTxn(ctx context.Context, in *SendOffsetsToTxnRequest, opts ...grpc.CallOption) (*SendOffsetsToTxnResponse, error)
+	// Called by the transaction coordinator on the group's coordinator
+	// (coordinatord role only). ValidateTxnOffsets checks member, generation,
+	// the topic and partition ownership of offsets a transaction stages (and
+	// again before it commits) without writing anything; CommitTxnOffsets
+	// writes a committed transaction's staged offsets: only raising ones, and
+	// nothing when the group was recreated since (another incarnation).
+	ValidateTxnOffsets(ctx context.Context, in *ValidateTxnOffsetsRequest, opts ...grpc.CallOption) (*ValidateTxnOffsetsResponse, error)
+	CommitTxnOffsets(ctx context.Context, in *CommitTxnOffsetsRequest, opts ...grpc.CallOption) (*CommitTxnOffsetsResponse, error)
 }
 
 type coordinatorServiceClient struct {
@@ -206,6 +242,106 @@ func (c *coordinatorServiceClient) TopicActivity(ctx context.Context, in *TopicA
 	return out, nil
 }
 
+func (c *coordinatorServiceClient) InitProducerId(ctx context.Context, in *InitProducerIdRequest, opts ...grpc.CallOption) (*InitProducerIdResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(InitProducerIdResponse)
+	err := c.cc.Invoke(ctx, CoordinatorService_InitProducerId_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *coordinatorServiceClient) BeginTxn(ctx context.Context, in *BeginTxnRequest, opts ...grpc.CallOption) (*BeginTxnResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(BeginTxnResponse)
+	err := c.cc.Invoke(ctx, CoordinatorService_BeginTxn_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *coordinatorServiceClient) TxnPublish(ctx context.Context, in *TxnPublishRequest, opts ...grpc.CallOption) (*TxnPublishResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(TxnPublishResponse)
+	err := c.cc.Invoke(ctx, CoordinatorService_TxnPublish_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *coordinatorServiceClient) EndTxn(ctx context.Context, in *EndTxnRequest, opts ...grpc.CallOption) (*EndTxnResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(EndTxnResponse)
+	err := c.cc.Invoke(ctx, CoordinatorService_EndTxn_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *coordinatorServiceClient) TxnStatus(ctx context.Context, in *TxnStatusRequest, opts ...grpc.CallOption) (*TxnStatusResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(TxnStatusResponse)
+	err := c.cc.Invoke(ctx, CoordinatorService_TxnStatus_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *coordinatorServiceClient) ListTxns(ctx context.Context, in *ListTxnsRequest, opts ...grpc.CallOption) (*ListTxnsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListTxnsResponse)
+	err := c.cc.Invoke(ctx, CoordinatorService_ListTxns_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *coordinatorServiceClient) AbortTxn(ctx context.Context, in *AbortTxnRequest, opts ...grpc.CallOption) (*AbortTxnResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(AbortTxnResponse)
+	err := c.cc.Invoke(ctx, CoordinatorService_AbortTxn_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *coordinatorServiceClient) SendOffsetsToTxn(ctx context.Context, in *SendOffsetsToTxnRequest, opts ...grpc.CallOption) (*SendOffsetsToTxnResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SendOffsetsToTxnResponse)
+	err := c.cc.Invoke(ctx, CoordinatorService_SendOffsetsToTxn_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *coordinatorServiceClient) ValidateTxnOffsets(ctx context.Context, in *ValidateTxnOffsetsRequest, opts ...grpc.CallOption) (*ValidateTxnOffsetsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ValidateTxnOffsetsResponse)
+	err := c.cc.Invoke(ctx, CoordinatorService_ValidateTxnOffsets_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *coordinatorServiceClient) CommitTxnOffsets(ctx context.Context, in *CommitTxnOffsetsRequest, opts ...grpc.CallOption) (*CommitTxnOffsetsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CommitTxnOffsetsResponse)
+	err := c.cc.Invoke(ctx, CoordinatorService_CommitTxnOffsets_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // CoordinatorServiceServer is the server API for CoordinatorService service.
 // All implementations must embed UnimplementedCoordinatorServiceServer
 // for forward compatibility.
@@ -238,6 +374,32 @@ type CoordinatorServiceServer interface {
 	// TopicActivity reports whether groups owned by this coordinator have
 	// active members on a topic (DELETE/TRUNCATE guard).
 	TopicActivity(context.Context, *TopicActivityRequest) (*TopicActivityResponse, error)
+	// Transactions (SERVICE-SPEC 3.2, 4.7; docs/transactions.md). A
+	// transactional_id belongs to shard FNV-1a 32(id) mod
+	// transaction_coordinator_shards, owned through the same ring as groups;
+	// a coordinator that does not own it answers NOT_COORDINATOR like the
+	// group commands.
+	InitProducerId(context.Context, *InitProducerIdRequest) (*InitProducerIdResponse, error)
+	BeginTxn(context.Context, *BeginTxnRequest) (*BeginTxnResponse, error)
+	TxnPublish(context.Context, *TxnPublishRequest) (*TxnPublishResponse, error)
+	EndTxn(context.Context, *EndTxnRequest) (*EndTxnResponse, error)
+	TxnStatus(context.Context, *TxnStatusRequest) (*TxnStatusResponse, error)
+	// ListTxns lists the active transactions this coordinator owns (callers
+	// fan out to every live coordinatord); AbortTxn aborts one (admin:
+	// `strata txn abort`).
+	ListTxns(context.Context, *ListTxnsRequest) (*ListTxnsResponse, error)
+	AbortTxn(context.Context, *AbortTxnRequest) (*AbortTxnResponse, error)
+	// SendOffsetsToTxn stages consumer offsets in the open transaction
+	// (SEND_OFFSETS_TO_TXN) after the group's coordinator validated them.
+	SendOffsetsToTxn(context.Context, *SendOffsetsToTxnRequest) (*SendOffsetsToTxnResponse, error)
+	// Called by the transaction coordinator on the group's coordinator
+	// (coordinatord role only). ValidateTxnOffsets checks member, generation,
+	// the topic and partition ownership of offsets a transaction stages (and
+	// again before it commits) without writing anything; CommitTxnOffsets
+	// writes a committed transaction's staged offsets: only raising ones, and
+	// nothing when the group was recreated since (another incarnation).
+	ValidateTxnOffsets(context.Context, *ValidateTxnOffsetsRequest) (*ValidateTxnOffsetsResponse, error)
+	CommitTxnOffsets(context.Context, *CommitTxnOffsetsRequest) (*CommitTxnOffsetsResponse, error)
 	mustEmbedUnimplementedCoordinatorServiceServer()
 }
 
@@ -286,6 +448,36 @@ func (UnimplementedCoordinatorServiceServer) ResetOffsets(context.Context, *Rese
 }
 func (UnimplementedCoordinatorServiceServer) TopicActivity(context.Context, *TopicActivityRequest) (*TopicActivityResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method TopicActivity not implemented")
+}
+func (UnimplementedCoordinatorServiceServer) InitProducerId(context.Context, *InitProducerIdRequest) (*InitProducerIdResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method InitProducerId not implemented")
+}
+func (UnimplementedCoordinatorServiceServer) BeginTxn(context.Context, *BeginTxnRequest) (*BeginTxnResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method BeginTxn not implemented")
+}
+func (UnimplementedCoordinatorServiceServer) TxnPublish(context.Context, *TxnPublishRequest) (*TxnPublishResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method TxnPublish not implemented")
+}
+func (UnimplementedCoordinatorServiceServer) EndTxn(context.Context, *EndTxnRequest) (*EndTxnResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method EndTxn not implemented")
+}
+func (UnimplementedCoordinatorServiceServer) TxnStatus(context.Context, *TxnStatusRequest) (*TxnStatusResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method TxnStatus not implemented")
+}
+func (UnimplementedCoordinatorServiceServer) ListTxns(context.Context, *ListTxnsRequest) (*ListTxnsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListTxns not implemented")
+}
+func (UnimplementedCoordinatorServiceServer) AbortTxn(context.Context, *AbortTxnRequest) (*AbortTxnResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method AbortTxn not implemented")
+}
+func (UnimplementedCoordinatorServiceServer) SendOffsetsToTxn(context.Context, *SendOffsetsToTxnRequest) (*SendOffsetsToTxnResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method SendOffsetsToTxn not implemented")
+}
+func (UnimplementedCoordinatorServiceServer) ValidateTxnOffsets(context.Context, *ValidateTxnOffsetsRequest) (*ValidateTxnOffsetsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ValidateTxnOffsets not implemented")
+}
+func (UnimplementedCoordinatorServiceServer) CommitTxnOffsets(context.Context, *CommitTxnOffsetsRequest) (*CommitTxnOffsetsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CommitTxnOffsets not implemented")
 }
 func (UnimplementedCoordinatorServiceServer) mustEmbedUnimplementedCoordinatorServiceServer() {}
 func (UnimplementedCoordinatorServiceServer) testEmbeddedByValue()                            {}
@@ -542,6 +734,186 @@ func _CoordinatorService_TopicActivity_Handler(srv interface{}, ctx context.Cont
 	return interceptor(ctx, in, info, handler)
 }
 
+func _CoordinatorService_InitProducerId_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(InitProducerIdRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(CoordinatorServiceServer).InitProducerId(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: CoordinatorService_InitProducerId_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(CoordinatorServiceServer).InitProducerId(ctx, req.(*InitProducerIdRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _CoordinatorService_BeginTxn_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(BeginTxnRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(CoordinatorServiceServer).BeginTxn(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: CoordinatorService_BeginTxn_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(CoordinatorServiceServer).BeginTxn(ctx, req.(*BeginTxnRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _CoordinatorService_TxnPublish_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(TxnPublishRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(CoordinatorServiceServer).TxnPublish(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: CoordinatorService_TxnPublish_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(CoordinatorServiceServer).TxnPublish(ctx, req.(*TxnPublishRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _CoordinatorService_EndTxn_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(EndTxnRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(CoordinatorServiceServer).EndTxn(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: CoordinatorService_EndTxn_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(CoordinatorServiceServer).EndTxn(ctx, req.(*EndTxnRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _CoordinatorService_TxnStatus_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(TxnStatusRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(CoordinatorServiceServer).TxnStatus(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: CoordinatorService_TxnStatus_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(CoordinatorServiceServer).TxnStatus(ctx, req.(*TxnStatusRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _CoordinatorService_ListTxns_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListTxnsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(CoordinatorServiceServer).ListTxns(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: CoordinatorService_ListTxns_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(CoordinatorServiceServer).ListTxns(ctx, req.(*ListTxnsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _CoordinatorService_AbortTxn_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(AbortTxnRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(CoordinatorServiceServer).AbortTxn(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: CoordinatorService_AbortTxn_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(CoordinatorServiceServer).AbortTxn(ctx, req.(*AbortTxnRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _CoordinatorService_SendOffsetsToTxn_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SendOffsetsToTxnRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(CoordinatorServiceServer).SendOffsetsToTxn(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: CoordinatorService_SendOffsetsToTxn_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(CoordinatorServiceServer).SendOffsetsToTxn(ctx, req.(*SendOffsetsToTxnRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _CoordinatorService_ValidateTxnOffsets_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ValidateTxnOffsetsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(CoordinatorServiceServer).ValidateTxnOffsets(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: CoordinatorService_ValidateTxnOffsets_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(CoordinatorServiceServer).ValidateTxnOffsets(ctx, req.(*ValidateTxnOffsetsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _CoordinatorService_CommitTxnOffsets_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CommitTxnOffsetsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(CoordinatorServiceServer).CommitTxnOffsets(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: CoordinatorService_CommitTxnOffsets_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(CoordinatorServiceServer).CommitTxnOffsets(ctx, req.(*CommitTxnOffsetsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // CoordinatorService_ServiceDesc is the grpc.ServiceDesc for CoordinatorService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -600,6 +972,46 @@ var CoordinatorService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "TopicActivity",
 			Handler:    _CoordinatorService_TopicActivity_Handler,
+		},
+		{
+			MethodName: "InitProducerId",
+			Handler:    _CoordinatorService_InitProducerId_Handler,
+		},
+		{
+			MethodName: "BeginTxn",
+			Handler:    _CoordinatorService_BeginTxn_Handler,
+		},
+		{
+			MethodName: "TxnPublish",
+			Handler:    _CoordinatorService_TxnPublish_Handler,
+		},
+		{
+			MethodName: "EndTxn",
+			Handler:    _CoordinatorService_EndTxn_Handler,
+		},
+		{
+			MethodName: "TxnStatus",
+			Handler:    _CoordinatorService_TxnStatus_Handler,
+		},
+		{
+			MethodName: "ListTxns",
+			Handler:    _CoordinatorService_ListTxns_Handler,
+		},
+		{
+			MethodName: "AbortTxn",
+			Handler:    _CoordinatorService_AbortTxn_Handler,
+		},
+		{
+			MethodName: "SendOffsetsToTxn",
+			Handler:    _CoordinatorService_SendOffsetsToTxn_Handler,
+		},
+		{
+			MethodName: "ValidateTxnOffsets",
+			Handler:    _CoordinatorService_ValidateTxnOffsets_Handler,
+		},
+		{
+			MethodName: "CommitTxnOffsets",
+			Handler:    _CoordinatorService_CommitTxnOffsets_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

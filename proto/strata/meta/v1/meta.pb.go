@@ -1501,6 +1501,103 @@ func (x *NodeHeartbeatResponse) GetLeaseTimeoutMs() int64 {
 	return 0
 }
 
+type ShutdownNodeRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	NodeId        string                 `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	Incarnation   uint64                 `protobuf:"varint,2,opt,name=incarnation,proto3" json:"incarnation,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ShutdownNodeRequest) Reset() {
+	*x = ShutdownNodeRequest{}
+	mi := &file_strata_meta_v1_meta_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ShutdownNodeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ShutdownNodeRequest) ProtoMessage() {}
+
+func (x *ShutdownNodeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_meta_v1_meta_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ShutdownNodeRequest.ProtoReflect.Descriptor instead.
+func (*ShutdownNodeRequest) Descriptor() ([]byte, []int) {
+	return file_strata_meta_v1_meta_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *ShutdownNodeRequest) GetNodeId() string {
+	if x != nil {
+		return x.NodeId
+	}
+	return ""
+}
+
+func (x *ShutdownNodeRequest) GetIncarnation() uint64 {
+	if x != nil {
+		return x.Incarnation
+	}
+	return 0
+}
+
+type ShutdownNodeResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Partitions whose leader changed (moved away or went offline).
+	LeaderChanges int32 `protobuf:"varint,1,opt,name=leader_changes,json=leaderChanges,proto3" json:"leader_changes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ShutdownNodeResponse) Reset() {
+	*x = ShutdownNodeResponse{}
+	mi := &file_strata_meta_v1_meta_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ShutdownNodeResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ShutdownNodeResponse) ProtoMessage() {}
+
+func (x *ShutdownNodeResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_meta_v1_meta_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ShutdownNodeResponse.ProtoReflect.Descriptor instead.
+func (*ShutdownNodeResponse) Descriptor() ([]byte, []int) {
+	return file_strata_meta_v1_meta_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *ShutdownNodeResponse) GetLeaderChanges() int32 {
+	if x != nil {
+		return x.LeaderChanges
+	}
+	return 0
+}
+
 type ListNodesRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -1509,7 +1606,7 @@ type ListNodesRequest struct {
 
 func (x *ListNodesRequest) Reset() {
 	*x = ListNodesRequest{}
-	mi := &file_strata_meta_v1_meta_proto_msgTypes[20]
+	mi := &file_strata_meta_v1_meta_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1521,7 +1618,7 @@ func (x *ListNodesRequest) String() string {
 func (*ListNodesRequest) ProtoMessage() {}
 
 func (x *ListNodesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_meta_v1_meta_proto_msgTypes[20]
+	mi := &file_strata_meta_v1_meta_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1534,7 +1631,7 @@ func (x *ListNodesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNodesRequest.ProtoReflect.Descriptor instead.
 func (*ListNodesRequest) Descriptor() ([]byte, []int) {
-	return file_strata_meta_v1_meta_proto_rawDescGZIP(), []int{20}
+	return file_strata_meta_v1_meta_proto_rawDescGZIP(), []int{22}
 }
 
 type ListNodesResponse struct {
@@ -1546,7 +1643,7 @@ type ListNodesResponse struct {
 
 func (x *ListNodesResponse) Reset() {
 	*x = ListNodesResponse{}
-	mi := &file_strata_meta_v1_meta_proto_msgTypes[21]
+	mi := &file_strata_meta_v1_meta_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1558,7 +1655,7 @@ func (x *ListNodesResponse) String() string {
 func (*ListNodesResponse) ProtoMessage() {}
 
 func (x *ListNodesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_meta_v1_meta_proto_msgTypes[21]
+	mi := &file_strata_meta_v1_meta_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1571,7 +1668,7 @@ func (x *ListNodesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNodesResponse.ProtoReflect.Descriptor instead.
 func (*ListNodesResponse) Descriptor() ([]byte, []int) {
-	return file_strata_meta_v1_meta_proto_rawDescGZIP(), []int{21}
+	return file_strata_meta_v1_meta_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ListNodesResponse) GetNodes() []*Node {
@@ -1592,7 +1689,7 @@ type ElectLeaderRequest struct {
 
 func (x *ElectLeaderRequest) Reset() {
 	*x = ElectLeaderRequest{}
-	mi := &file_strata_meta_v1_meta_proto_msgTypes[22]
+	mi := &file_strata_meta_v1_meta_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1604,7 +1701,7 @@ func (x *ElectLeaderRequest) String() string {
 func (*ElectLeaderRequest) ProtoMessage() {}
 
 func (x *ElectLeaderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_meta_v1_meta_proto_msgTypes[22]
+	mi := &file_strata_meta_v1_meta_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1617,7 +1714,7 @@ func (x *ElectLeaderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ElectLeaderRequest.ProtoReflect.Descriptor instead.
 func (*ElectLeaderRequest) Descriptor() ([]byte, []int) {
-	return file_strata_meta_v1_meta_proto_rawDescGZIP(), []int{22}
+	return file_strata_meta_v1_meta_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ElectLeaderRequest) GetTopic() string {
@@ -1653,7 +1750,7 @@ type ElectLeaderResponse struct {
 
 func (x *ElectLeaderResponse) Reset() {
 	*x = ElectLeaderResponse{}
-	mi := &file_strata_meta_v1_meta_proto_msgTypes[23]
+	mi := &file_strata_meta_v1_meta_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1665,7 +1762,7 @@ func (x *ElectLeaderResponse) String() string {
 func (*ElectLeaderResponse) ProtoMessage() {}
 
 func (x *ElectLeaderResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_meta_v1_meta_proto_msgTypes[23]
+	mi := &file_strata_meta_v1_meta_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1678,7 +1775,7 @@ func (x *ElectLeaderResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ElectLeaderResponse.ProtoReflect.Descriptor instead.
 func (*ElectLeaderResponse) Descriptor() ([]byte, []int) {
-	return file_strata_meta_v1_meta_proto_rawDescGZIP(), []int{23}
+	return file_strata_meta_v1_meta_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ElectLeaderResponse) GetPreviousLeader() string {
@@ -1722,7 +1819,7 @@ type AlterIsrRequest struct {
 
 func (x *AlterIsrRequest) Reset() {
 	*x = AlterIsrRequest{}
-	mi := &file_strata_meta_v1_meta_proto_msgTypes[24]
+	mi := &file_strata_meta_v1_meta_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1734,7 +1831,7 @@ func (x *AlterIsrRequest) String() string {
 func (*AlterIsrRequest) ProtoMessage() {}
 
 func (x *AlterIsrRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_meta_v1_meta_proto_msgTypes[24]
+	mi := &file_strata_meta_v1_meta_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1747,7 +1844,7 @@ func (x *AlterIsrRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlterIsrRequest.ProtoReflect.Descriptor instead.
 func (*AlterIsrRequest) Descriptor() ([]byte, []int) {
-	return file_strata_meta_v1_meta_proto_rawDescGZIP(), []int{24}
+	return file_strata_meta_v1_meta_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *AlterIsrRequest) GetTopic() string {
@@ -1794,7 +1891,7 @@ type AlterIsrResponse struct {
 
 func (x *AlterIsrResponse) Reset() {
 	*x = AlterIsrResponse{}
-	mi := &file_strata_meta_v1_meta_proto_msgTypes[25]
+	mi := &file_strata_meta_v1_meta_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1806,7 +1903,7 @@ func (x *AlterIsrResponse) String() string {
 func (*AlterIsrResponse) ProtoMessage() {}
 
 func (x *AlterIsrResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_meta_v1_meta_proto_msgTypes[25]
+	mi := &file_strata_meta_v1_meta_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1819,7 +1916,7 @@ func (x *AlterIsrResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlterIsrResponse.ProtoReflect.Descriptor instead.
 func (*AlterIsrResponse) Descriptor() ([]byte, []int) {
-	return file_strata_meta_v1_meta_proto_rawDescGZIP(), []int{25}
+	return file_strata_meta_v1_meta_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *AlterIsrResponse) GetPartition() *PartitionState {
@@ -1842,7 +1939,7 @@ type CheckpointHwmRequest struct {
 
 func (x *CheckpointHwmRequest) Reset() {
 	*x = CheckpointHwmRequest{}
-	mi := &file_strata_meta_v1_meta_proto_msgTypes[26]
+	mi := &file_strata_meta_v1_meta_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1854,7 +1951,7 @@ func (x *CheckpointHwmRequest) String() string {
 func (*CheckpointHwmRequest) ProtoMessage() {}
 
 func (x *CheckpointHwmRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_meta_v1_meta_proto_msgTypes[26]
+	mi := &file_strata_meta_v1_meta_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1867,7 +1964,7 @@ func (x *CheckpointHwmRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckpointHwmRequest.ProtoReflect.Descriptor instead.
 func (*CheckpointHwmRequest) Descriptor() ([]byte, []int) {
-	return file_strata_meta_v1_meta_proto_rawDescGZIP(), []int{26}
+	return file_strata_meta_v1_meta_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *CheckpointHwmRequest) GetTopic() string {
@@ -1913,7 +2010,7 @@ type CheckpointHwmResponse struct {
 
 func (x *CheckpointHwmResponse) Reset() {
 	*x = CheckpointHwmResponse{}
-	mi := &file_strata_meta_v1_meta_proto_msgTypes[27]
+	mi := &file_strata_meta_v1_meta_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1925,7 +2022,7 @@ func (x *CheckpointHwmResponse) String() string {
 func (*CheckpointHwmResponse) ProtoMessage() {}
 
 func (x *CheckpointHwmResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_meta_v1_meta_proto_msgTypes[27]
+	mi := &file_strata_meta_v1_meta_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1938,7 +2035,7 @@ func (x *CheckpointHwmResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckpointHwmResponse.ProtoReflect.Descriptor instead.
 func (*CheckpointHwmResponse) Descriptor() ([]byte, []int) {
-	return file_strata_meta_v1_meta_proto_rawDescGZIP(), []int{27}
+	return file_strata_meta_v1_meta_proto_rawDescGZIP(), []int{29}
 }
 
 type ReportCleanupRequest struct {
@@ -1953,7 +2050,7 @@ type ReportCleanupRequest struct {
 
 func (x *ReportCleanupRequest) Reset() {
 	*x = ReportCleanupRequest{}
-	mi := &file_strata_meta_v1_meta_proto_msgTypes[28]
+	mi := &file_strata_meta_v1_meta_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1965,7 +2062,7 @@ func (x *ReportCleanupRequest) String() string {
 func (*ReportCleanupRequest) ProtoMessage() {}
 
 func (x *ReportCleanupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_meta_v1_meta_proto_msgTypes[28]
+	mi := &file_strata_meta_v1_meta_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1978,7 +2075,7 @@ func (x *ReportCleanupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportCleanupRequest.ProtoReflect.Descriptor instead.
 func (*ReportCleanupRequest) Descriptor() ([]byte, []int) {
-	return file_strata_meta_v1_meta_proto_rawDescGZIP(), []int{28}
+	return file_strata_meta_v1_meta_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ReportCleanupRequest) GetNodeId() string {
@@ -2010,7 +2107,7 @@ type ReportCleanupResponse struct {
 
 func (x *ReportCleanupResponse) Reset() {
 	*x = ReportCleanupResponse{}
-	mi := &file_strata_meta_v1_meta_proto_msgTypes[29]
+	mi := &file_strata_meta_v1_meta_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2022,7 +2119,7 @@ func (x *ReportCleanupResponse) String() string {
 func (*ReportCleanupResponse) ProtoMessage() {}
 
 func (x *ReportCleanupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_meta_v1_meta_proto_msgTypes[29]
+	mi := &file_strata_meta_v1_meta_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2035,7 +2132,7 @@ func (x *ReportCleanupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportCleanupResponse.ProtoReflect.Descriptor instead.
 func (*ReportCleanupResponse) Descriptor() ([]byte, []int) {
-	return file_strata_meta_v1_meta_proto_rawDescGZIP(), []int{29}
+	return file_strata_meta_v1_meta_proto_rawDescGZIP(), []int{31}
 }
 
 type ClusterStatusRequest struct {
@@ -2046,7 +2143,7 @@ type ClusterStatusRequest struct {
 
 func (x *ClusterStatusRequest) Reset() {
 	*x = ClusterStatusRequest{}
-	mi := &file_strata_meta_v1_meta_proto_msgTypes[30]
+	mi := &file_strata_meta_v1_meta_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2058,7 +2155,7 @@ func (x *ClusterStatusRequest) String() string {
 func (*ClusterStatusRequest) ProtoMessage() {}
 
 func (x *ClusterStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_meta_v1_meta_proto_msgTypes[30]
+	mi := &file_strata_meta_v1_meta_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2071,7 +2168,7 @@ func (x *ClusterStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterStatusRequest.ProtoReflect.Descriptor instead.
 func (*ClusterStatusRequest) Descriptor() ([]byte, []int) {
-	return file_strata_meta_v1_meta_proto_rawDescGZIP(), []int{30}
+	return file_strata_meta_v1_meta_proto_rawDescGZIP(), []int{32}
 }
 
 type ClusterStatusResponse struct {
@@ -2091,7 +2188,7 @@ type ClusterStatusResponse struct {
 
 func (x *ClusterStatusResponse) Reset() {
 	*x = ClusterStatusResponse{}
-	mi := &file_strata_meta_v1_meta_proto_msgTypes[31]
+	mi := &file_strata_meta_v1_meta_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2103,7 +2200,7 @@ func (x *ClusterStatusResponse) String() string {
 func (*ClusterStatusResponse) ProtoMessage() {}
 
 func (x *ClusterStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_meta_v1_meta_proto_msgTypes[31]
+	mi := &file_strata_meta_v1_meta_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2116,7 +2213,7 @@ func (x *ClusterStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterStatusResponse.ProtoReflect.Descriptor instead.
 func (*ClusterStatusResponse) Descriptor() ([]byte, []int) {
-	return file_strata_meta_v1_meta_proto_rawDescGZIP(), []int{31}
+	return file_strata_meta_v1_meta_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ClusterStatusResponse) GetNodes() []*Node {
@@ -2187,7 +2284,7 @@ type RaftServer struct {
 
 func (x *RaftServer) Reset() {
 	*x = RaftServer{}
-	mi := &file_strata_meta_v1_meta_proto_msgTypes[32]
+	mi := &file_strata_meta_v1_meta_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2199,7 +2296,7 @@ func (x *RaftServer) String() string {
 func (*RaftServer) ProtoMessage() {}
 
 func (x *RaftServer) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_meta_v1_meta_proto_msgTypes[32]
+	mi := &file_strata_meta_v1_meta_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2212,7 +2309,7 @@ func (x *RaftServer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RaftServer.ProtoReflect.Descriptor instead.
 func (*RaftServer) Descriptor() ([]byte, []int) {
-	return file_strata_meta_v1_meta_proto_rawDescGZIP(), []int{32}
+	return file_strata_meta_v1_meta_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *RaftServer) GetId() string {
@@ -2245,7 +2342,7 @@ type WatchRequest struct {
 
 func (x *WatchRequest) Reset() {
 	*x = WatchRequest{}
-	mi := &file_strata_meta_v1_meta_proto_msgTypes[33]
+	mi := &file_strata_meta_v1_meta_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2257,7 +2354,7 @@ func (x *WatchRequest) String() string {
 func (*WatchRequest) ProtoMessage() {}
 
 func (x *WatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_meta_v1_meta_proto_msgTypes[33]
+	mi := &file_strata_meta_v1_meta_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2270,7 +2367,7 @@ func (x *WatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchRequest.ProtoReflect.Descriptor instead.
 func (*WatchRequest) Descriptor() ([]byte, []int) {
-	return file_strata_meta_v1_meta_proto_rawDescGZIP(), []int{33}
+	return file_strata_meta_v1_meta_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *WatchRequest) GetFromRevision() uint64 {
@@ -2299,7 +2396,7 @@ type WatchResponse struct {
 
 func (x *WatchResponse) Reset() {
 	*x = WatchResponse{}
-	mi := &file_strata_meta_v1_meta_proto_msgTypes[34]
+	mi := &file_strata_meta_v1_meta_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2311,7 +2408,7 @@ func (x *WatchResponse) String() string {
 func (*WatchResponse) ProtoMessage() {}
 
 func (x *WatchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_meta_v1_meta_proto_msgTypes[34]
+	mi := &file_strata_meta_v1_meta_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2324,7 +2421,7 @@ func (x *WatchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchResponse.ProtoReflect.Descriptor instead.
 func (*WatchResponse) Descriptor() ([]byte, []int) {
-	return file_strata_meta_v1_meta_proto_rawDescGZIP(), []int{34}
+	return file_strata_meta_v1_meta_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *WatchResponse) GetRevision() uint64 {
@@ -2433,7 +2530,7 @@ type Snapshot struct {
 
 func (x *Snapshot) Reset() {
 	*x = Snapshot{}
-	mi := &file_strata_meta_v1_meta_proto_msgTypes[35]
+	mi := &file_strata_meta_v1_meta_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2445,7 +2542,7 @@ func (x *Snapshot) String() string {
 func (*Snapshot) ProtoMessage() {}
 
 func (x *Snapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_meta_v1_meta_proto_msgTypes[35]
+	mi := &file_strata_meta_v1_meta_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2458,7 +2555,7 @@ func (x *Snapshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Snapshot.ProtoReflect.Descriptor instead.
 func (*Snapshot) Descriptor() ([]byte, []int) {
-	return file_strata_meta_v1_meta_proto_rawDescGZIP(), []int{35}
+	return file_strata_meta_v1_meta_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *Snapshot) GetTopics() []*Topic {
@@ -2496,7 +2593,7 @@ type TopicDefaults struct {
 
 func (x *TopicDefaults) Reset() {
 	*x = TopicDefaults{}
-	mi := &file_strata_meta_v1_meta_proto_msgTypes[36]
+	mi := &file_strata_meta_v1_meta_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2508,7 +2605,7 @@ func (x *TopicDefaults) String() string {
 func (*TopicDefaults) ProtoMessage() {}
 
 func (x *TopicDefaults) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_meta_v1_meta_proto_msgTypes[36]
+	mi := &file_strata_meta_v1_meta_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2521,7 +2618,7 @@ func (x *TopicDefaults) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopicDefaults.ProtoReflect.Descriptor instead.
 func (*TopicDefaults) Descriptor() ([]byte, []int) {
-	return file_strata_meta_v1_meta_proto_rawDescGZIP(), []int{36}
+	return file_strata_meta_v1_meta_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *TopicDefaults) GetReplicationFactor() int32 {
@@ -2549,7 +2646,7 @@ type CreateTopicCommand struct {
 
 func (x *CreateTopicCommand) Reset() {
 	*x = CreateTopicCommand{}
-	mi := &file_strata_meta_v1_meta_proto_msgTypes[37]
+	mi := &file_strata_meta_v1_meta_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2561,7 +2658,7 @@ func (x *CreateTopicCommand) String() string {
 func (*CreateTopicCommand) ProtoMessage() {}
 
 func (x *CreateTopicCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_meta_v1_meta_proto_msgTypes[37]
+	mi := &file_strata_meta_v1_meta_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2574,7 +2671,7 @@ func (x *CreateTopicCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTopicCommand.ProtoReflect.Descriptor instead.
 func (*CreateTopicCommand) Descriptor() ([]byte, []int) {
-	return file_strata_meta_v1_meta_proto_rawDescGZIP(), []int{37}
+	return file_strata_meta_v1_meta_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *CreateTopicCommand) GetRequest() *CreateTopicRequest {
@@ -2602,7 +2699,7 @@ type InitClusterCommand struct {
 
 func (x *InitClusterCommand) Reset() {
 	*x = InitClusterCommand{}
-	mi := &file_strata_meta_v1_meta_proto_msgTypes[38]
+	mi := &file_strata_meta_v1_meta_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2614,7 +2711,7 @@ func (x *InitClusterCommand) String() string {
 func (*InitClusterCommand) ProtoMessage() {}
 
 func (x *InitClusterCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_meta_v1_meta_proto_msgTypes[38]
+	mi := &file_strata_meta_v1_meta_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2627,7 +2724,7 @@ func (x *InitClusterCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InitClusterCommand.ProtoReflect.Descriptor instead.
 func (*InitClusterCommand) Descriptor() ([]byte, []int) {
-	return file_strata_meta_v1_meta_proto_rawDescGZIP(), []int{38}
+	return file_strata_meta_v1_meta_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *InitClusterCommand) GetTransactionCoordinatorShards() uint32 {
@@ -2655,7 +2752,7 @@ type RegisterNodeCommand struct {
 
 func (x *RegisterNodeCommand) Reset() {
 	*x = RegisterNodeCommand{}
-	mi := &file_strata_meta_v1_meta_proto_msgTypes[39]
+	mi := &file_strata_meta_v1_meta_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2667,7 +2764,7 @@ func (x *RegisterNodeCommand) String() string {
 func (*RegisterNodeCommand) ProtoMessage() {}
 
 func (x *RegisterNodeCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_meta_v1_meta_proto_msgTypes[39]
+	mi := &file_strata_meta_v1_meta_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2680,7 +2777,7 @@ func (x *RegisterNodeCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterNodeCommand.ProtoReflect.Descriptor instead.
 func (*RegisterNodeCommand) Descriptor() ([]byte, []int) {
-	return file_strata_meta_v1_meta_proto_rawDescGZIP(), []int{39}
+	return file_strata_meta_v1_meta_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *RegisterNodeCommand) GetNode() *Node {
@@ -2709,7 +2806,7 @@ type NodeHeartbeatCommand struct {
 
 func (x *NodeHeartbeatCommand) Reset() {
 	*x = NodeHeartbeatCommand{}
-	mi := &file_strata_meta_v1_meta_proto_msgTypes[40]
+	mi := &file_strata_meta_v1_meta_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2721,7 +2818,7 @@ func (x *NodeHeartbeatCommand) String() string {
 func (*NodeHeartbeatCommand) ProtoMessage() {}
 
 func (x *NodeHeartbeatCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_meta_v1_meta_proto_msgTypes[40]
+	mi := &file_strata_meta_v1_meta_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2734,7 +2831,7 @@ func (x *NodeHeartbeatCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeHeartbeatCommand.ProtoReflect.Descriptor instead.
 func (*NodeHeartbeatCommand) Descriptor() ([]byte, []int) {
-	return file_strata_meta_v1_meta_proto_rawDescGZIP(), []int{40}
+	return file_strata_meta_v1_meta_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *NodeHeartbeatCommand) GetNodeId() string {
@@ -2771,7 +2868,7 @@ type ReconcileCommand struct {
 
 func (x *ReconcileCommand) Reset() {
 	*x = ReconcileCommand{}
-	mi := &file_strata_meta_v1_meta_proto_msgTypes[41]
+	mi := &file_strata_meta_v1_meta_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2783,7 +2880,7 @@ func (x *ReconcileCommand) String() string {
 func (*ReconcileCommand) ProtoMessage() {}
 
 func (x *ReconcileCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_meta_v1_meta_proto_msgTypes[41]
+	mi := &file_strata_meta_v1_meta_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2796,7 +2893,7 @@ func (x *ReconcileCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReconcileCommand.ProtoReflect.Descriptor instead.
 func (*ReconcileCommand) Descriptor() ([]byte, []int) {
-	return file_strata_meta_v1_meta_proto_rawDescGZIP(), []int{41}
+	return file_strata_meta_v1_meta_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *ReconcileCommand) GetNowUnixMs() int64 {
@@ -2835,7 +2932,7 @@ type FsmSnapshot struct {
 
 func (x *FsmSnapshot) Reset() {
 	*x = FsmSnapshot{}
-	mi := &file_strata_meta_v1_meta_proto_msgTypes[42]
+	mi := &file_strata_meta_v1_meta_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2847,7 +2944,7 @@ func (x *FsmSnapshot) String() string {
 func (*FsmSnapshot) ProtoMessage() {}
 
 func (x *FsmSnapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_meta_v1_meta_proto_msgTypes[42]
+	mi := &file_strata_meta_v1_meta_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2860,7 +2957,7 @@ func (x *FsmSnapshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FsmSnapshot.ProtoReflect.Descriptor instead.
 func (*FsmSnapshot) Descriptor() ([]byte, []int) {
-	return file_strata_meta_v1_meta_proto_rawDescGZIP(), []int{42}
+	return file_strata_meta_v1_meta_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *FsmSnapshot) GetFormatVersion() uint32 {
@@ -2947,7 +3044,7 @@ type CommittedHwmRecord struct {
 
 func (x *CommittedHwmRecord) Reset() {
 	*x = CommittedHwmRecord{}
-	mi := &file_strata_meta_v1_meta_proto_msgTypes[43]
+	mi := &file_strata_meta_v1_meta_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2959,7 +3056,7 @@ func (x *CommittedHwmRecord) String() string {
 func (*CommittedHwmRecord) ProtoMessage() {}
 
 func (x *CommittedHwmRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_meta_v1_meta_proto_msgTypes[43]
+	mi := &file_strata_meta_v1_meta_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2972,7 +3069,7 @@ func (x *CommittedHwmRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommittedHwmRecord.ProtoReflect.Descriptor instead.
 func (*CommittedHwmRecord) Descriptor() ([]byte, []int) {
-	return file_strata_meta_v1_meta_proto_rawDescGZIP(), []int{43}
+	return file_strata_meta_v1_meta_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *CommittedHwmRecord) GetTopic() string {
@@ -3137,7 +3234,12 @@ const file_strata_meta_v1_meta_proto_rawDesc = "" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12 \n" +
 	"\vincarnation\x18\x02 \x01(\x04R\vincarnation\"A\n" +
 	"\x15NodeHeartbeatResponse\x12(\n" +
-	"\x10lease_timeout_ms\x18\x01 \x01(\x03R\x0eleaseTimeoutMs\"\x12\n" +
+	"\x10lease_timeout_ms\x18\x01 \x01(\x03R\x0eleaseTimeoutMs\"P\n" +
+	"\x13ShutdownNodeRequest\x12\x17\n" +
+	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12 \n" +
+	"\vincarnation\x18\x02 \x01(\x04R\vincarnation\"=\n" +
+	"\x14ShutdownNodeResponse\x12%\n" +
+	"\x0eleader_changes\x18\x01 \x01(\x05R\rleaderChanges\"\x12\n" +
 	"\x10ListNodesRequest\"?\n" +
 	"\x11ListNodesResponse\x12*\n" +
 	"\x05nodes\x18\x01 \x03(\v2\x14.strata.meta.v1.NodeR\x05nodes\"e\n" +
@@ -3245,8 +3347,7 @@ const file_strata_meta_v1_meta_proto_rawDesc = "" +
 	"TopicState\x12\x1b\n" +
 	"\x17TOPIC_STATE_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12TOPIC_STATE_ACTIVE\x10\x01\x12\x18\n" +
-	"\x14TOPIC_STATE_DELETING\x10\x022\xbe\n" +
-	"\n" +
+	"\x14TOPIC_STATE_DELETING\x10\x022\x99\v\n" +
 	"\x0fMetadataService\x12V\n" +
 	"\vCreateTopic\x12\".strata.meta.v1.CreateTopicRequest\x1a#.strata.meta.v1.CreateTopicResponse\x12e\n" +
 	"\x10AlterTopicConfig\x12'.strata.meta.v1.AlterTopicConfigRequest\x1a(.strata.meta.v1.AlterTopicConfigResponse\x12V\n" +
@@ -3257,7 +3358,8 @@ const file_strata_meta_v1_meta_proto_rawDesc = "" +
 	"ListTopics\x12!.strata.meta.v1.ListTopicsRequest\x1a\".strata.meta.v1.ListTopicsResponse\x12Y\n" +
 	"\fRegisterNode\x12#.strata.meta.v1.RegisterNodeRequest\x1a$.strata.meta.v1.RegisterNodeResponse\x12\\\n" +
 	"\rNodeHeartbeat\x12$.strata.meta.v1.NodeHeartbeatRequest\x1a%.strata.meta.v1.NodeHeartbeatResponse\x12P\n" +
-	"\tListNodes\x12 .strata.meta.v1.ListNodesRequest\x1a!.strata.meta.v1.ListNodesResponse\x12V\n" +
+	"\tListNodes\x12 .strata.meta.v1.ListNodesRequest\x1a!.strata.meta.v1.ListNodesResponse\x12Y\n" +
+	"\fShutdownNode\x12#.strata.meta.v1.ShutdownNodeRequest\x1a$.strata.meta.v1.ShutdownNodeResponse\x12V\n" +
 	"\vElectLeader\x12\".strata.meta.v1.ElectLeaderRequest\x1a#.strata.meta.v1.ElectLeaderResponse\x12M\n" +
 	"\bAlterIsr\x12\x1f.strata.meta.v1.AlterIsrRequest\x1a .strata.meta.v1.AlterIsrResponse\x12\\\n" +
 	"\rCheckpointHwm\x12$.strata.meta.v1.CheckpointHwmRequest\x1a%.strata.meta.v1.CheckpointHwmResponse\x12\\\n" +
@@ -3278,7 +3380,7 @@ func file_strata_meta_v1_meta_proto_rawDescGZIP() []byte {
 }
 
 var file_strata_meta_v1_meta_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_strata_meta_v1_meta_proto_msgTypes = make([]protoimpl.MessageInfo, 44)
+var file_strata_meta_v1_meta_proto_msgTypes = make([]protoimpl.MessageInfo, 46)
 var file_strata_meta_v1_meta_proto_goTypes = []any{
 	(NodeRole)(0),                    // 0: strata.meta.v1.NodeRole
 	(TopicState)(0),                  // 1: strata.meta.v1.TopicState
@@ -3302,30 +3404,32 @@ var file_strata_meta_v1_meta_proto_goTypes = []any{
 	(*RegisterNodeResponse)(nil),     // 19: strata.meta.v1.RegisterNodeResponse
 	(*NodeHeartbeatRequest)(nil),     // 20: strata.meta.v1.NodeHeartbeatRequest
 	(*NodeHeartbeatResponse)(nil),    // 21: strata.meta.v1.NodeHeartbeatResponse
-	(*ListNodesRequest)(nil),         // 22: strata.meta.v1.ListNodesRequest
-	(*ListNodesResponse)(nil),        // 23: strata.meta.v1.ListNodesResponse
-	(*ElectLeaderRequest)(nil),       // 24: strata.meta.v1.ElectLeaderRequest
-	(*ElectLeaderResponse)(nil),      // 25: strata.meta.v1.ElectLeaderResponse
-	(*AlterIsrRequest)(nil),          // 26: strata.meta.v1.AlterIsrRequest
-	(*AlterIsrResponse)(nil),         // 27: strata.meta.v1.AlterIsrResponse
-	(*CheckpointHwmRequest)(nil),     // 28: strata.meta.v1.CheckpointHwmRequest
-	(*CheckpointHwmResponse)(nil),    // 29: strata.meta.v1.CheckpointHwmResponse
-	(*ReportCleanupRequest)(nil),     // 30: strata.meta.v1.ReportCleanupRequest
-	(*ReportCleanupResponse)(nil),    // 31: strata.meta.v1.ReportCleanupResponse
-	(*ClusterStatusRequest)(nil),     // 32: strata.meta.v1.ClusterStatusRequest
-	(*ClusterStatusResponse)(nil),    // 33: strata.meta.v1.ClusterStatusResponse
-	(*RaftServer)(nil),               // 34: strata.meta.v1.RaftServer
-	(*WatchRequest)(nil),             // 35: strata.meta.v1.WatchRequest
-	(*WatchResponse)(nil),            // 36: strata.meta.v1.WatchResponse
-	(*Snapshot)(nil),                 // 37: strata.meta.v1.Snapshot
-	(*TopicDefaults)(nil),            // 38: strata.meta.v1.TopicDefaults
-	(*CreateTopicCommand)(nil),       // 39: strata.meta.v1.CreateTopicCommand
-	(*InitClusterCommand)(nil),       // 40: strata.meta.v1.InitClusterCommand
-	(*RegisterNodeCommand)(nil),      // 41: strata.meta.v1.RegisterNodeCommand
-	(*NodeHeartbeatCommand)(nil),     // 42: strata.meta.v1.NodeHeartbeatCommand
-	(*ReconcileCommand)(nil),         // 43: strata.meta.v1.ReconcileCommand
-	(*FsmSnapshot)(nil),              // 44: strata.meta.v1.FsmSnapshot
-	(*CommittedHwmRecord)(nil),       // 45: strata.meta.v1.CommittedHwmRecord
+	(*ShutdownNodeRequest)(nil),      // 22: strata.meta.v1.ShutdownNodeRequest
+	(*ShutdownNodeResponse)(nil),     // 23: strata.meta.v1.ShutdownNodeResponse
+	(*ListNodesRequest)(nil),         // 24: strata.meta.v1.ListNodesRequest
+	(*ListNodesResponse)(nil),        // 25: strata.meta.v1.ListNodesResponse
+	(*ElectLeaderRequest)(nil),       // 26: strata.meta.v1.ElectLeaderRequest
+	(*ElectLeaderResponse)(nil),      // 27: strata.meta.v1.ElectLeaderResponse
+	(*AlterIsrRequest)(nil),          // 28: strata.meta.v1.AlterIsrRequest
+	(*AlterIsrResponse)(nil),         // 29: strata.meta.v1.AlterIsrResponse
+	(*CheckpointHwmRequest)(nil),     // 30: strata.meta.v1.CheckpointHwmRequest
+	(*CheckpointHwmResponse)(nil),    // 31: strata.meta.v1.CheckpointHwmResponse
+	(*ReportCleanupRequest)(nil),     // 32: strata.meta.v1.ReportCleanupRequest
+	(*ReportCleanupResponse)(nil),    // 33: strata.meta.v1.ReportCleanupResponse
+	(*ClusterStatusRequest)(nil),     // 34: strata.meta.v1.ClusterStatusRequest
+	(*ClusterStatusResponse)(nil),    // 35: strata.meta.v1.ClusterStatusResponse
+	(*RaftServer)(nil),               // 36: strata.meta.v1.RaftServer
+	(*WatchRequest)(nil),             // 37: strata.meta.v1.WatchRequest
+	(*WatchResponse)(nil),            // 38: strata.meta.v1.WatchResponse
+	(*Snapshot)(nil),                 // 39: strata.meta.v1.Snapshot
+	(*TopicDefaults)(nil),            // 40: strata.meta.v1.TopicDefaults
+	(*CreateTopicCommand)(nil),       // 41: strata.meta.v1.CreateTopicCommand
+	(*InitClusterCommand)(nil),       // 42: strata.meta.v1.InitClusterCommand
+	(*RegisterNodeCommand)(nil),      // 43: strata.meta.v1.RegisterNodeCommand
+	(*NodeHeartbeatCommand)(nil),     // 44: strata.meta.v1.NodeHeartbeatCommand
+	(*ReconcileCommand)(nil),         // 45: strata.meta.v1.ReconcileCommand
+	(*FsmSnapshot)(nil),              // 46: strata.meta.v1.FsmSnapshot
+	(*CommittedHwmRecord)(nil),       // 47: strata.meta.v1.CommittedHwmRecord
 }
 var file_strata_meta_v1_meta_proto_depIdxs = []int32{
 	1,  // 0: strata.meta.v1.TopicConfig.state:type_name -> strata.meta.v1.TopicState
@@ -3342,19 +3446,19 @@ var file_strata_meta_v1_meta_proto_depIdxs = []int32{
 	5,  // 11: strata.meta.v1.ListNodesResponse.nodes:type_name -> strata.meta.v1.Node
 	3,  // 12: strata.meta.v1.AlterIsrResponse.partition:type_name -> strata.meta.v1.PartitionState
 	5,  // 13: strata.meta.v1.ClusterStatusResponse.nodes:type_name -> strata.meta.v1.Node
-	34, // 14: strata.meta.v1.ClusterStatusResponse.raft_servers:type_name -> strata.meta.v1.RaftServer
+	36, // 14: strata.meta.v1.ClusterStatusResponse.raft_servers:type_name -> strata.meta.v1.RaftServer
 	4,  // 15: strata.meta.v1.ClusterStatusResponse.topics:type_name -> strata.meta.v1.Topic
-	37, // 16: strata.meta.v1.WatchResponse.snapshot:type_name -> strata.meta.v1.Snapshot
+	39, // 16: strata.meta.v1.WatchResponse.snapshot:type_name -> strata.meta.v1.Snapshot
 	4,  // 17: strata.meta.v1.WatchResponse.topic_upserted:type_name -> strata.meta.v1.Topic
 	5,  // 18: strata.meta.v1.WatchResponse.node_upserted:type_name -> strata.meta.v1.Node
 	4,  // 19: strata.meta.v1.Snapshot.topics:type_name -> strata.meta.v1.Topic
 	5,  // 20: strata.meta.v1.Snapshot.nodes:type_name -> strata.meta.v1.Node
 	6,  // 21: strata.meta.v1.CreateTopicCommand.request:type_name -> strata.meta.v1.CreateTopicRequest
-	38, // 22: strata.meta.v1.CreateTopicCommand.defaults:type_name -> strata.meta.v1.TopicDefaults
+	40, // 22: strata.meta.v1.CreateTopicCommand.defaults:type_name -> strata.meta.v1.TopicDefaults
 	5,  // 23: strata.meta.v1.RegisterNodeCommand.node:type_name -> strata.meta.v1.Node
 	4,  // 24: strata.meta.v1.FsmSnapshot.topics:type_name -> strata.meta.v1.Topic
 	5,  // 25: strata.meta.v1.FsmSnapshot.nodes:type_name -> strata.meta.v1.Node
-	45, // 26: strata.meta.v1.FsmSnapshot.committed_hwms:type_name -> strata.meta.v1.CommittedHwmRecord
+	47, // 26: strata.meta.v1.FsmSnapshot.committed_hwms:type_name -> strata.meta.v1.CommittedHwmRecord
 	6,  // 27: strata.meta.v1.MetadataService.CreateTopic:input_type -> strata.meta.v1.CreateTopicRequest
 	8,  // 28: strata.meta.v1.MetadataService.AlterTopicConfig:input_type -> strata.meta.v1.AlterTopicConfigRequest
 	10, // 29: strata.meta.v1.MetadataService.DeleteTopic:input_type -> strata.meta.v1.DeleteTopicRequest
@@ -3363,30 +3467,32 @@ var file_strata_meta_v1_meta_proto_depIdxs = []int32{
 	16, // 32: strata.meta.v1.MetadataService.ListTopics:input_type -> strata.meta.v1.ListTopicsRequest
 	18, // 33: strata.meta.v1.MetadataService.RegisterNode:input_type -> strata.meta.v1.RegisterNodeRequest
 	20, // 34: strata.meta.v1.MetadataService.NodeHeartbeat:input_type -> strata.meta.v1.NodeHeartbeatRequest
-	22, // 35: strata.meta.v1.MetadataService.ListNodes:input_type -> strata.meta.v1.ListNodesRequest
-	24, // 36: strata.meta.v1.MetadataService.ElectLeader:input_type -> strata.meta.v1.ElectLeaderRequest
-	26, // 37: strata.meta.v1.MetadataService.AlterIsr:input_type -> strata.meta.v1.AlterIsrRequest
-	28, // 38: strata.meta.v1.MetadataService.CheckpointHwm:input_type -> strata.meta.v1.CheckpointHwmRequest
-	30, // 39: strata.meta.v1.MetadataService.ReportCleanup:input_type -> strata.meta.v1.ReportCleanupRequest
-	32, // 40: strata.meta.v1.MetadataService.ClusterStatus:input_type -> strata.meta.v1.ClusterStatusRequest
-	35, // 41: strata.meta.v1.MetadataService.Watch:input_type -> strata.meta.v1.WatchRequest
-	7,  // 42: strata.meta.v1.MetadataService.CreateTopic:output_type -> strata.meta.v1.CreateTopicResponse
-	9,  // 43: strata.meta.v1.MetadataService.AlterTopicConfig:output_type -> strata.meta.v1.AlterTopicConfigResponse
-	11, // 44: strata.meta.v1.MetadataService.DeleteTopic:output_type -> strata.meta.v1.DeleteTopicResponse
-	13, // 45: strata.meta.v1.MetadataService.TruncateTopic:output_type -> strata.meta.v1.TruncateTopicResponse
-	15, // 46: strata.meta.v1.MetadataService.GetTopic:output_type -> strata.meta.v1.GetTopicResponse
-	17, // 47: strata.meta.v1.MetadataService.ListTopics:output_type -> strata.meta.v1.ListTopicsResponse
-	19, // 48: strata.meta.v1.MetadataService.RegisterNode:output_type -> strata.meta.v1.RegisterNodeResponse
-	21, // 49: strata.meta.v1.MetadataService.NodeHeartbeat:output_type -> strata.meta.v1.NodeHeartbeatResponse
-	23, // 50: strata.meta.v1.MetadataService.ListNodes:output_type -> strata.meta.v1.ListNodesResponse
-	25, // 51: strata.meta.v1.MetadataService.ElectLeader:output_type -> strata.meta.v1.ElectLeaderResponse
-	27, // 52: strata.meta.v1.MetadataService.AlterIsr:output_type -> strata.meta.v1.AlterIsrResponse
-	29, // 53: strata.meta.v1.MetadataService.CheckpointHwm:output_type -> strata.meta.v1.CheckpointHwmResponse
-	31, // 54: strata.meta.v1.MetadataService.ReportCleanup:output_type -> strata.meta.v1.ReportCleanupResponse
-	33, // 55: strata.meta.v1.MetadataService.ClusterStatus:output_type -> strata.meta.v1.ClusterStatusResponse
-	36, // 56: strata.meta.v1.MetadataService.Watch:output_type -> strata.meta.v1.WatchResponse
-	42, // [42:57] is the sub-list for method output_type
-	27, // [27:42] is the sub-list for method input_type
+	24, // 35: strata.meta.v1.MetadataService.ListNodes:input_type -> strata.meta.v1.ListNodesRequest
+	22, // 36: strata.meta.v1.MetadataService.ShutdownNode:input_type -> strata.meta.v1.ShutdownNodeRequest
+	26, // 37: strata.meta.v1.MetadataService.ElectLeader:input_type -> strata.meta.v1.ElectLeaderRequest
+	28, // 38: strata.meta.v1.MetadataService.AlterIsr:input_type -> strata.meta.v1.AlterIsrRequest
+	30, // 39: strata.meta.v1.MetadataService.CheckpointHwm:input_type -> strata.meta.v1.CheckpointHwmRequest
+	32, // 40: strata.meta.v1.MetadataService.ReportCleanup:input_type -> strata.meta.v1.ReportCleanupRequest
+	34, // 41: strata.meta.v1.MetadataService.ClusterStatus:input_type -> strata.meta.v1.ClusterStatusRequest
+	37, // 42: strata.meta.v1.MetadataService.Watch:input_type -> strata.meta.v1.WatchRequest
+	7,  // 43: strata.meta.v1.MetadataService.CreateTopic:output_type -> strata.meta.v1.CreateTopicResponse
+	9,  // 44: strata.meta.v1.MetadataService.AlterTopicConfig:output_type -> strata.meta.v1.AlterTopicConfigResponse
+	11, // 45: strata.meta.v1.MetadataService.DeleteTopic:output_type -> strata.meta.v1.DeleteTopicResponse
+	13, // 46: strata.meta.v1.MetadataService.TruncateTopic:output_type -> strata.meta.v1.TruncateTopicResponse
+	15, // 47: strata.meta.v1.MetadataService.GetTopic:output_type -> strata.meta.v1.GetTopicResponse
+	17, // 48: strata.meta.v1.MetadataService.ListTopics:output_type -> strata.meta.v1.ListTopicsResponse
+	19, // 49: strata.meta.v1.MetadataService.RegisterNode:output_type -> strata.meta.v1.RegisterNodeResponse
+	21, // 50: strata.meta.v1.MetadataService.NodeHeartbeat:output_type -> strata.meta.v1.NodeHeartbeatResponse
+	25, // 51: strata.meta.v1.MetadataService.ListNodes:output_type -> strata.meta.v1.ListNodesResponse
+	23, // 52: strata.meta.v1.MetadataService.ShutdownNode:output_type -> strata.meta.v1.ShutdownNodeResponse
+	27, // 53: strata.meta.v1.MetadataService.ElectLeader:output_type -> strata.meta.v1.ElectLeaderResponse
+	29, // 54: strata.meta.v1.MetadataService.AlterIsr:output_type -> strata.meta.v1.AlterIsrResponse
+	31, // 55: strata.meta.v1.MetadataService.CheckpointHwm:output_type -> strata.meta.v1.CheckpointHwmResponse
+	33, // 56: strata.meta.v1.MetadataService.ReportCleanup:output_type -> strata.meta.v1.ReportCleanupResponse
+	35, // 57: strata.meta.v1.MetadataService.ClusterStatus:output_type -> strata.meta.v1.ClusterStatusResponse
+	38, // 58: strata.meta.v1.MetadataService.Watch:output_type -> strata.meta.v1.WatchResponse
+	43, // [43:59] is the sub-list for method output_type
+	27, // [27:43] is the sub-list for method input_type
 	27, // [27:27] is the sub-list for extension type_name
 	27, // [27:27] is the sub-list for extension extendee
 	0,  // [0:27] is the sub-list for field type_name
@@ -3399,7 +3505,7 @@ func file_strata_meta_v1_meta_proto_init() {
 	}
 	file_strata_meta_v1_meta_proto_msgTypes[0].OneofWrappers = []any{}
 	file_strata_meta_v1_meta_proto_msgTypes[4].OneofWrappers = []any{}
-	file_strata_meta_v1_meta_proto_msgTypes[34].OneofWrappers = []any{
+	file_strata_meta_v1_meta_proto_msgTypes[36].OneofWrappers = []any{
 		(*WatchResponse_Snapshot)(nil),
 		(*WatchResponse_TopicUpserted)(nil),
 		(*WatchResponse_TopicRemoved)(nil),
@@ -3412,7 +3518,7 @@ func file_strata_meta_v1_meta_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_strata_meta_v1_meta_proto_rawDesc), len(file_strata_meta_v1_meta_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   44,
+			NumMessages:   46,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

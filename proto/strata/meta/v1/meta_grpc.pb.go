@@ -28,6 +28,7 @@ const (
 	MetadataService_RegisterNode_FullMethodName     = "/strata.meta.v1.MetadataService/RegisterNode"
 	MetadataService_NodeHeartbeat_FullMethodName    = "/strata.meta.v1.MetadataService/NodeHeartbeat"
 	MetadataService_ListNodes_FullMethodName        = "/strata.meta.v1.MetadataService/ListNodes"
+	MetadataService_ShutdownNode_FullMethodName     = "/strata.meta.v1.MetadataService/ShutdownNode"
 	MetadataService_ElectLeader_FullMethodName      = "/strata.meta.v1.MetadataService/ElectLeader"
 	MetadataService_AlterIsr_FullMethodName         = "/strata.meta.v1.MetadataService/AlterIsr"
 	MetadataService_CheckpointHwm_FullMethodName    = "/strata.meta.v1.MetadataService/CheckpointHwm"
@@ -59,6 +60,11 @@ type MetadataServiceClient interface {
 	// NodeHeartbeat renews the lease of a registered node.
 	NodeHeartbeat(ctx context.Context, in *NodeHeartbeatRequest, opts ...grpc.CallOption) (*NodeHeartbeatResponse, error)
 	ListNodes(ctx context.Context, in *ListNodesRequest, opts ...grpc.CallOption) (*ListNodesResponse, error)
+	// ShutdownNode is a controlled shutdown: the node stops being live at once
+	// (as if its lease ran out) and its partitions are repaired in the same
+	// step, so leadership moves to other in-sync replicas before the process
+	// goes. A node may only shut itself down, and only its own incarnation.
+	ShutdownNode(ctx context.Context, in *ShutdownNodeRequest, opts ...grpc.CallOption) (*ShutdownNodeResponse, error)
 	// ElectLeader moves partition leadership to an in-sync live replica (spec 4.4).
 	ElectLeader(ctx context.Context, in *ElectLeaderRequest, opts ...grpc.CallOption) (*ElectLeaderResponse, error)
 	// AlterIsr changes a partition's ISR; compare-and-set on the leader epoch.
@@ -174,6 +180,16 @@ func (c *metadataServiceClient) ListNodes(ctx context.Context, in *ListNodesRequ
 	return out, nil
 }
 
+func (c *metadataServiceClient) ShutdownNode(ctx context.Context, in *ShutdownNodeRequest, opts ...grpc.CallOption) (*ShutdownNodeResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ShutdownNodeResponse)
+	err := c.cc.Invoke(ctx, MetadataService_ShutdownNode_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *metadataServiceClient) ElectLeader(ctx context.Context, in *ElectLeaderRequest, opts ...grpc.CallOption) (*ElectLeaderResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(ElectLeaderResponse)
@@ -266,6 +282,11 @@ type MetadataServiceServer interface {
 	// NodeHeartbeat renews the lease of a registered node.
 	NodeHeartbeat(context.Context, *NodeHeartbeatRequest) (*NodeHeartbeatResponse, error)
 	ListNodes(context.Context, *ListNodesRequest) (*ListNodesResponse, error)
+	// ShutdownNode is a controlled shutdown: the node stops being live at once
+	// (as if its lease ran out) and its partitions are repaired in the same
+	// step, so leadership moves to other in-sync replicas before the process
+	// goes. A node may only shut itself down, and only its own incarnation.
+	ShutdownNode(context.Context, *ShutdownNodeRequest) (*ShutdownNodeResponse, error)
 	// ElectLeader moves partition leadership to an in-sync live replica (spec 4.4).
 	ElectLeader(context.Context, *ElectLeaderRequest) (*ElectLeaderResponse, error)
 	// AlterIsr changes a partition's ISR; compare-and-set on the leader epoch.
@@ -317,6 +338,9 @@ func (UnimplementedMetadataServiceServer) NodeHeartbeat(context.Context, *NodeHe
 }
 func (UnimplementedMetadataServiceServer) ListNodes(context.Context, *ListNodesRequest) (*ListNodesResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListNodes not implemented")
+}
+func (UnimplementedMetadataServiceServer) ShutdownNode(context.Context, *ShutdownNodeRequest) (*ShutdownNodeResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ShutdownNode not implemented")
 }
 func (UnimplementedMetadataServiceServer) ElectLeader(context.Context, *ElectLeaderRequest) (*ElectLeaderResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ElectLeader not implemented")
@@ -519,6 +543,24 @@ func _MetadataService_ListNodes_Handler(srv interface{}, ctx context.Context, de
 	return interceptor(ctx, in, info, handler)
 }
 
+func _MetadataService_ShutdownNode_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ShutdownNodeRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MetadataServiceServer).ShutdownNode(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: MetadataService_ShutdownNode_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MetadataServiceServer).ShutdownNode(ctx, req.(*ShutdownNodeRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _MetadataService_ElectLeader_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(ElectLeaderRequest)
 	if err := dec(in); err != nil {
@@ -662,6 +704,10 @@ var MetadataService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListNodes",
 			Handler:    _MetadataService_ListNodes_Handler,
+		},
+		{
+			MethodName: "ShutdownNode",
+			Handler:    _MetadataService_ShutdownNode_Handler,
 		},
 		{
 			MethodName: "ElectLeader",

@@ -71,6 +71,773 @@ func (Isolation) EnumDescriptor() ([]byte, []int) {
 	return file_strata_partition_v1_partition_proto_rawDescGZIP(), []int{0}
 }
 
+type TxnAppendRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// producer_id, producer_epoch and base_sequence (> 0) are required;
+	// acks is always all; idempotent is implied.
+	Append        *AppendRequest `protobuf:"bytes,1,opt,name=append,proto3" json:"append,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TxnAppendRequest) Reset() {
+	*x = TxnAppendRequest{}
+	mi := &file_strata_partition_v1_partition_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TxnAppendRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TxnAppendRequest) ProtoMessage() {}
+
+func (x *TxnAppendRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_partition_v1_partition_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TxnAppendRequest.ProtoReflect.Descriptor instead.
+func (*TxnAppendRequest) Descriptor() ([]byte, []int) {
+	return file_strata_partition_v1_partition_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *TxnAppendRequest) GetAppend() *AppendRequest {
+	if x != nil {
+		return x.Append
+	}
+	return nil
+}
+
+type TxnAppendResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Append        *AppendResponse        `protobuf:"bytes,1,opt,name=append,proto3" json:"append,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TxnAppendResponse) Reset() {
+	*x = TxnAppendResponse{}
+	mi := &file_strata_partition_v1_partition_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TxnAppendResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TxnAppendResponse) ProtoMessage() {}
+
+func (x *TxnAppendResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_partition_v1_partition_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TxnAppendResponse.ProtoReflect.Descriptor instead.
+func (*TxnAppendResponse) Descriptor() ([]byte, []int) {
+	return file_strata_partition_v1_partition_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *TxnAppendResponse) GetAppend() *AppendResponse {
+	if x != nil {
+		return x.Append
+	}
+	return nil
+}
+
+type AddTxnPartitionRequest struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	Topic          string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Partition      int32                  `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
+	LifecycleEpoch uint64                 `protobuf:"varint,3,opt,name=lifecycle_epoch,json=lifecycleEpoch,proto3" json:"lifecycle_epoch,omitempty"`
+	ProducerId     string                 `protobuf:"bytes,4,opt,name=producer_id,json=producerId,proto3" json:"producer_id,omitempty"`
+	ProducerEpoch  int64                  `protobuf:"varint,5,opt,name=producer_epoch,json=producerEpoch,proto3" json:"producer_epoch,omitempty"`
+	// The coordinator shard's epoch: a lower one than the partition has seen
+	// for the producer is a zombie coordinator and is fenced.
+	CoordinatorEpoch int64 `protobuf:"varint,6,opt,name=coordinator_epoch,json=coordinatorEpoch,proto3" json:"coordinator_epoch,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *AddTxnPartitionRequest) Reset() {
+	*x = AddTxnPartitionRequest{}
+	mi := &file_strata_partition_v1_partition_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AddTxnPartitionRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AddTxnPartitionRequest) ProtoMessage() {}
+
+func (x *AddTxnPartitionRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_partition_v1_partition_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AddTxnPartitionRequest.ProtoReflect.Descriptor instead.
+func (*AddTxnPartitionRequest) Descriptor() ([]byte, []int) {
+	return file_strata_partition_v1_partition_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *AddTxnPartitionRequest) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *AddTxnPartitionRequest) GetPartition() int32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *AddTxnPartitionRequest) GetLifecycleEpoch() uint64 {
+	if x != nil {
+		return x.LifecycleEpoch
+	}
+	return 0
+}
+
+func (x *AddTxnPartitionRequest) GetProducerId() string {
+	if x != nil {
+		return x.ProducerId
+	}
+	return ""
+}
+
+func (x *AddTxnPartitionRequest) GetProducerEpoch() int64 {
+	if x != nil {
+		return x.ProducerEpoch
+	}
+	return 0
+}
+
+func (x *AddTxnPartitionRequest) GetCoordinatorEpoch() int64 {
+	if x != nil {
+		return x.CoordinatorEpoch
+	}
+	return 0
+}
+
+type AddTxnPartitionResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Node id of the leader that registered the transaction.
+	Leader        string `protobuf:"bytes,1,opt,name=leader,proto3" json:"leader,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AddTxnPartitionResponse) Reset() {
+	*x = AddTxnPartitionResponse{}
+	mi := &file_strata_partition_v1_partition_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AddTxnPartitionResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AddTxnPartitionResponse) ProtoMessage() {}
+
+func (x *AddTxnPartitionResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_partition_v1_partition_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AddTxnPartitionResponse.ProtoReflect.Descriptor instead.
+func (*AddTxnPartitionResponse) Descriptor() ([]byte, []int) {
+	return file_strata_partition_v1_partition_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *AddTxnPartitionResponse) GetLeader() string {
+	if x != nil {
+		return x.Leader
+	}
+	return ""
+}
+
+type WriteTxnMarkerRequest struct {
+	state            protoimpl.MessageState `protogen:"open.v1"`
+	Topic            string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Partition        int32                  `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
+	LifecycleEpoch   uint64                 `protobuf:"varint,3,opt,name=lifecycle_epoch,json=lifecycleEpoch,proto3" json:"lifecycle_epoch,omitempty"`
+	ProducerId       string                 `protobuf:"bytes,4,opt,name=producer_id,json=producerId,proto3" json:"producer_id,omitempty"`
+	ProducerEpoch    int64                  `protobuf:"varint,5,opt,name=producer_epoch,json=producerEpoch,proto3" json:"producer_epoch,omitempty"`
+	CoordinatorEpoch int64                  `protobuf:"varint,6,opt,name=coordinator_epoch,json=coordinatorEpoch,proto3" json:"coordinator_epoch,omitempty"`
+	TransactionalId  string                 `protobuf:"bytes,7,opt,name=transactional_id,json=transactionalId,proto3" json:"transactional_id,omitempty"`
+	// true: commit marker; false: abort marker.
+	Commit        bool `protobuf:"varint,8,opt,name=commit,proto3" json:"commit,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WriteTxnMarkerRequest) Reset() {
+	*x = WriteTxnMarkerRequest{}
+	mi := &file_strata_partition_v1_partition_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WriteTxnMarkerRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WriteTxnMarkerRequest) ProtoMessage() {}
+
+func (x *WriteTxnMarkerRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_partition_v1_partition_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WriteTxnMarkerRequest.ProtoReflect.Descriptor instead.
+func (*WriteTxnMarkerRequest) Descriptor() ([]byte, []int) {
+	return file_strata_partition_v1_partition_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *WriteTxnMarkerRequest) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *WriteTxnMarkerRequest) GetPartition() int32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *WriteTxnMarkerRequest) GetLifecycleEpoch() uint64 {
+	if x != nil {
+		return x.LifecycleEpoch
+	}
+	return 0
+}
+
+func (x *WriteTxnMarkerRequest) GetProducerId() string {
+	if x != nil {
+		return x.ProducerId
+	}
+	return ""
+}
+
+func (x *WriteTxnMarkerRequest) GetProducerEpoch() int64 {
+	if x != nil {
+		return x.ProducerEpoch
+	}
+	return 0
+}
+
+func (x *WriteTxnMarkerRequest) GetCoordinatorEpoch() int64 {
+	if x != nil {
+		return x.CoordinatorEpoch
+	}
+	return 0
+}
+
+func (x *WriteTxnMarkerRequest) GetTransactionalId() string {
+	if x != nil {
+		return x.TransactionalId
+	}
+	return ""
+}
+
+func (x *WriteTxnMarkerRequest) GetCommit() bool {
+	if x != nil {
+		return x.Commit
+	}
+	return false
+}
+
+type WriteTxnMarkerResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Offset of the marker (the original one's for a duplicate is unknown:
+	// 0 with duplicate set).
+	Offset        uint64 `protobuf:"varint,1,opt,name=offset,proto3" json:"offset,omitempty"`
+	Duplicate     bool   `protobuf:"varint,2,opt,name=duplicate,proto3" json:"duplicate,omitempty"`
+	Leader        string `protobuf:"bytes,3,opt,name=leader,proto3" json:"leader,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WriteTxnMarkerResponse) Reset() {
+	*x = WriteTxnMarkerResponse{}
+	mi := &file_strata_partition_v1_partition_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WriteTxnMarkerResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WriteTxnMarkerResponse) ProtoMessage() {}
+
+func (x *WriteTxnMarkerResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_partition_v1_partition_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WriteTxnMarkerResponse.ProtoReflect.Descriptor instead.
+func (*WriteTxnMarkerResponse) Descriptor() ([]byte, []int) {
+	return file_strata_partition_v1_partition_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *WriteTxnMarkerResponse) GetOffset() uint64 {
+	if x != nil {
+		return x.Offset
+	}
+	return 0
+}
+
+func (x *WriteTxnMarkerResponse) GetDuplicate() bool {
+	if x != nil {
+		return x.Duplicate
+	}
+	return false
+}
+
+func (x *WriteTxnMarkerResponse) GetLeader() string {
+	if x != nil {
+		return x.Leader
+	}
+	return ""
+}
+
+type ReplicaFetchRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The fetching partitiond's node id (its certificate identity).
+	ReplicaId string `protobuf:"bytes,1,opt,name=replica_id,json=replicaId,proto3" json:"replica_id,omitempty"`
+	// Long poll: with nothing new for any partition the leader answers after
+	// at most this long.
+	MaxWaitMs uint32 `protobuf:"varint,2,opt,name=max_wait_ms,json=maxWaitMs,proto3" json:"max_wait_ms,omitempty"`
+	// Bounds on the batches of one answer, overall and per partition (the
+	// first batch of a partition is sent even when larger).
+	MaxBytes          uint32                   `protobuf:"varint,3,opt,name=max_bytes,json=maxBytes,proto3" json:"max_bytes,omitempty"`
+	PartitionMaxBytes uint32                   `protobuf:"varint,4,opt,name=partition_max_bytes,json=partitionMaxBytes,proto3" json:"partition_max_bytes,omitempty"`
+	Partitions        []*ReplicaFetchPartition `protobuf:"bytes,5,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
+}
+
+func (x *ReplicaFetchRequest) Reset() {
+	*x = ReplicaFetchRequest{}
+	mi := &file_strata_partition_v1_partition_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReplicaFetchRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReplicaFetchRequest) ProtoMessage() {}
+
+func (x *ReplicaFetchRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_partition_v1_partition_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReplicaFetchRequest.ProtoReflect.Descriptor instead.
+func (*ReplicaFetchRequest) Descriptor() ([]byte, []int) {
+	return file_strata_partition_v1_partition_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *ReplicaFetchRequest) GetReplicaId() string {
+	if x != nil {
+		return x.ReplicaId
+	}
+	return ""
+}
+
+func (x *ReplicaFetchRequest) GetMaxWaitMs() uint32 {
+	if x != nil {
+		return x.MaxWaitMs
+	}
+	return 0
+}
+
+func (x *ReplicaFetchRequest) GetMaxBytes() uint32 {
+	if x != nil {
+		return x.MaxBytes
+	}
+	return 0
+}
+
+func (x *ReplicaFetchRequest) GetPartitionMaxBytes() uint32 {
+	if x != nil {
+		return x.PartitionMaxBytes
+	}
+	return 0
+}
+
+func (x *ReplicaFetchRequest) GetPartitions() []*ReplicaFetchPartition {
+	if x != nil {
+		return x.Partitions
+	}
+	return nil
+}
+
+type ReplicaFetchPartition struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	Topic          string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Partition      int32                  `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
+	LifecycleEpoch uint64                 `protobuf:"varint,3,opt,name=lifecycle_epoch,json=lifecycleEpoch,proto3" json:"lifecycle_epoch,omitempty"`
+	// The leader epoch the follower follows (from metad): a leader at another
+	// epoch answers STALE_LEADER_EPOCH.
+	LeaderEpoch uint64 `protobuf:"varint,4,opt,name=leader_epoch,json=leaderEpoch,proto3" json:"leader_epoch,omitempty"`
+	// The follower's log end, durable.
+	FetchOffset uint64 `protobuf:"varint,5,opt,name=fetch_offset,json=fetchOffset,proto3" json:"fetch_offset,omitempty"`
+	// The leader epoch of the follower's last batch, for the divergence check
+	// (KIP-320); absent for an empty log.
+	LastFetchedEpoch *uint64 `protobuf:"varint,6,opt,name=last_fetched_epoch,json=lastFetchedEpoch,proto3,oneof" json:"last_fetched_epoch,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *ReplicaFetchPartition) Reset() {
+	*x = ReplicaFetchPartition{}
+	mi := &file_strata_partition_v1_partition_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReplicaFetchPartition) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReplicaFetchPartition) ProtoMessage() {}
+
+func (x *ReplicaFetchPartition) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_partition_v1_partition_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReplicaFetchPartition.ProtoReflect.Descriptor instead.
+func (*ReplicaFetchPartition) Descriptor() ([]byte, []int) {
+	return file_strata_partition_v1_partition_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *ReplicaFetchPartition) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *ReplicaFetchPartition) GetPartition() int32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *ReplicaFetchPartition) GetLifecycleEpoch() uint64 {
+	if x != nil {
+		return x.LifecycleEpoch
+	}
+	return 0
+}
+
+func (x *ReplicaFetchPartition) GetLeaderEpoch() uint64 {
+	if x != nil {
+		return x.LeaderEpoch
+	}
+	return 0
+}
+
+func (x *ReplicaFetchPartition) GetFetchOffset() uint64 {
+	if x != nil {
+		return x.FetchOffset
+	}
+	return 0
+}
+
+func (x *ReplicaFetchPartition) GetLastFetchedEpoch() uint64 {
+	if x != nil && x.LastFetchedEpoch != nil {
+		return *x.LastFetchedEpoch
+	}
+	return 0
+}
+
+type ReplicaFetchResponse struct {
+	state         protoimpl.MessageState       `protogen:"open.v1"`
+	Partitions    []*ReplicaFetchPartitionData `protobuf:"bytes,1,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReplicaFetchResponse) Reset() {
+	*x = ReplicaFetchResponse{}
+	mi := &file_strata_partition_v1_partition_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReplicaFetchResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReplicaFetchResponse) ProtoMessage() {}
+
+func (x *ReplicaFetchResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_partition_v1_partition_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReplicaFetchResponse.ProtoReflect.Descriptor instead.
+func (*ReplicaFetchResponse) Descriptor() ([]byte, []int) {
+	return file_strata_partition_v1_partition_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *ReplicaFetchResponse) GetPartitions() []*ReplicaFetchPartitionData {
+	if x != nil {
+		return x.Partitions
+	}
+	return nil
+}
+
+type ReplicaFetchPartitionData struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Topic     string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Partition int32                  `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
+	// Set when the partition cannot be served (not leader, stale epoch, not a
+	// replica, out of range: log_start_offset and log_end_offset say where).
+	Error          *v1.Error `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`
+	HighWatermark  uint64    `protobuf:"varint,4,opt,name=high_watermark,json=highWatermark,proto3" json:"high_watermark,omitempty"`
+	LogStartOffset uint64    `protobuf:"varint,5,opt,name=log_start_offset,json=logStartOffset,proto3" json:"log_start_offset,omitempty"`
+	// The leader's durable log end: what a follower can fetch up to.
+	LogEndOffset uint64 `protobuf:"varint,6,opt,name=log_end_offset,json=logEndOffset,proto3" json:"log_end_offset,omitempty"`
+	LeaderEpoch  uint64 `protobuf:"varint,7,opt,name=leader_epoch,json=leaderEpoch,proto3" json:"leader_epoch,omitempty"`
+	// The follower's log diverges from the leader's: it must truncate to at
+	// most diverging_end_offset, where epoch diverging_epoch (the largest the
+	// leader has at or below last_fetched_epoch) ends on the leader, then
+	// fetch again.
+	Diverging *DivergingEpoch `protobuf:"bytes,8,opt,name=diverging,proto3,oneof" json:"diverging,omitempty"`
+	// Whole stored batches (storage format, CRC-checked by the follower) from
+	// fetch_offset.
+	Batches       []byte `protobuf:"bytes,9,opt,name=batches,proto3" json:"batches,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReplicaFetchPartitionData) Reset() {
+	*x = ReplicaFetchPartitionData{}
+	mi := &file_strata_partition_v1_partition_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReplicaFetchPartitionData) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReplicaFetchPartitionData) ProtoMessage() {}
+
+func (x *ReplicaFetchPartitionData) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_partition_v1_partition_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReplicaFetchPartitionData.ProtoReflect.Descriptor instead.
+func (*ReplicaFetchPartitionData) Descriptor() ([]byte, []int) {
+	return file_strata_partition_v1_partition_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *ReplicaFetchPartitionData) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *ReplicaFetchPartitionData) GetPartition() int32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *ReplicaFetchPartitionData) GetError() *v1.Error {
+	if x != nil {
+		return x.Error
+	}
+	return nil
+}
+
+func (x *ReplicaFetchPartitionData) GetHighWatermark() uint64 {
+	if x != nil {
+		return x.HighWatermark
+	}
+	return 0
+}
+
+func (x *ReplicaFetchPartitionData) GetLogStartOffset() uint64 {
+	if x != nil {
+		return x.LogStartOffset
+	}
+	return 0
+}
+
+func (x *ReplicaFetchPartitionData) GetLogEndOffset() uint64 {
+	if x != nil {
+		return x.LogEndOffset
+	}
+	return 0
+}
+
+func (x *ReplicaFetchPartitionData) GetLeaderEpoch() uint64 {
+	if x != nil {
+		return x.LeaderEpoch
+	}
+	return 0
+}
+
+func (x *ReplicaFetchPartitionData) GetDiverging() *DivergingEpoch {
+	if x != nil {
+		return x.Diverging
+	}
+	return nil
+}
+
+func (x *ReplicaFetchPartitionData) GetBatches() []byte {
+	if x != nil {
+		return x.Batches
+	}
+	return nil
+}
+
+type DivergingEpoch struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Epoch         uint64                 `protobuf:"varint,1,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	EndOffset     uint64                 `protobuf:"varint,2,opt,name=end_offset,json=endOffset,proto3" json:"end_offset,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DivergingEpoch) Reset() {
+	*x = DivergingEpoch{}
+	mi := &file_strata_partition_v1_partition_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DivergingEpoch) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DivergingEpoch) ProtoMessage() {}
+
+func (x *DivergingEpoch) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_partition_v1_partition_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DivergingEpoch.ProtoReflect.Descriptor instead.
+func (*DivergingEpoch) Descriptor() ([]byte, []int) {
+	return file_strata_partition_v1_partition_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *DivergingEpoch) GetEpoch() uint64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
+func (x *DivergingEpoch) GetEndOffset() uint64 {
+	if x != nil {
+		return x.EndOffset
+	}
+	return 0
+}
+
 type ProduceRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Caller-chosen id echoed in the response.
@@ -82,7 +849,7 @@ type ProduceRequest struct {
 
 func (x *ProduceRequest) Reset() {
 	*x = ProduceRequest{}
-	mi := &file_strata_partition_v1_partition_proto_msgTypes[0]
+	mi := &file_strata_partition_v1_partition_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -94,7 +861,7 @@ func (x *ProduceRequest) String() string {
 func (*ProduceRequest) ProtoMessage() {}
 
 func (x *ProduceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_partition_v1_partition_proto_msgTypes[0]
+	mi := &file_strata_partition_v1_partition_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -107,7 +874,7 @@ func (x *ProduceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProduceRequest.ProtoReflect.Descriptor instead.
 func (*ProduceRequest) Descriptor() ([]byte, []int) {
-	return file_strata_partition_v1_partition_proto_rawDescGZIP(), []int{0}
+	return file_strata_partition_v1_partition_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ProduceRequest) GetCorrelationId() uint64 {
@@ -134,7 +901,7 @@ type ProduceResponse struct {
 
 func (x *ProduceResponse) Reset() {
 	*x = ProduceResponse{}
-	mi := &file_strata_partition_v1_partition_proto_msgTypes[1]
+	mi := &file_strata_partition_v1_partition_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -146,7 +913,7 @@ func (x *ProduceResponse) String() string {
 func (*ProduceResponse) ProtoMessage() {}
 
 func (x *ProduceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_partition_v1_partition_proto_msgTypes[1]
+	mi := &file_strata_partition_v1_partition_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -159,7 +926,7 @@ func (x *ProduceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProduceResponse.ProtoReflect.Descriptor instead.
 func (*ProduceResponse) Descriptor() ([]byte, []int) {
-	return file_strata_partition_v1_partition_proto_rawDescGZIP(), []int{1}
+	return file_strata_partition_v1_partition_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ProduceResponse) GetCorrelationId() uint64 {
@@ -199,7 +966,7 @@ type AppendRequest struct {
 
 func (x *AppendRequest) Reset() {
 	*x = AppendRequest{}
-	mi := &file_strata_partition_v1_partition_proto_msgTypes[2]
+	mi := &file_strata_partition_v1_partition_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -211,7 +978,7 @@ func (x *AppendRequest) String() string {
 func (*AppendRequest) ProtoMessage() {}
 
 func (x *AppendRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_partition_v1_partition_proto_msgTypes[2]
+	mi := &file_strata_partition_v1_partition_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -224,7 +991,7 @@ func (x *AppendRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppendRequest.ProtoReflect.Descriptor instead.
 func (*AppendRequest) Descriptor() ([]byte, []int) {
-	return file_strata_partition_v1_partition_proto_rawDescGZIP(), []int{2}
+	return file_strata_partition_v1_partition_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *AppendRequest) GetTopic() string {
@@ -320,7 +1087,7 @@ type AppendResponse struct {
 
 func (x *AppendResponse) Reset() {
 	*x = AppendResponse{}
-	mi := &file_strata_partition_v1_partition_proto_msgTypes[3]
+	mi := &file_strata_partition_v1_partition_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -332,7 +1099,7 @@ func (x *AppendResponse) String() string {
 func (*AppendResponse) ProtoMessage() {}
 
 func (x *AppendResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_partition_v1_partition_proto_msgTypes[3]
+	mi := &file_strata_partition_v1_partition_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -345,7 +1112,7 @@ func (x *AppendResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppendResponse.ProtoReflect.Descriptor instead.
 func (*AppendResponse) Descriptor() ([]byte, []int) {
-	return file_strata_partition_v1_partition_proto_rawDescGZIP(), []int{3}
+	return file_strata_partition_v1_partition_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *AppendResponse) GetBaseOffset() uint64 {
@@ -401,13 +1168,17 @@ type FetchRequest struct {
 	WaitMs         uint32    `protobuf:"varint,6,opt,name=wait_ms,json=waitMs,proto3" json:"wait_ms,omitempty"`
 	Isolation      Isolation `protobuf:"varint,7,opt,name=isolation,proto3,enum=strata.partition.v1.Isolation" json:"isolation,omitempty"`
 	LifecycleEpoch uint64    `protobuf:"varint,8,opt,name=lifecycle_epoch,json=lifecycleEpoch,proto3" json:"lifecycle_epoch,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// replica_read reads this node's own copy of the partition, leader or
+	// follower, up to its local high watermark (admin callers only): how an
+	// operator or a test compares replicas.
+	ReplicaRead   bool `protobuf:"varint,9,opt,name=replica_read,json=replicaRead,proto3" json:"replica_read,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *FetchRequest) Reset() {
 	*x = FetchRequest{}
-	mi := &file_strata_partition_v1_partition_proto_msgTypes[4]
+	mi := &file_strata_partition_v1_partition_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -419,7 +1190,7 @@ func (x *FetchRequest) String() string {
 func (*FetchRequest) ProtoMessage() {}
 
 func (x *FetchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_partition_v1_partition_proto_msgTypes[4]
+	mi := &file_strata_partition_v1_partition_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -432,7 +1203,7 @@ func (x *FetchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchRequest.ProtoReflect.Descriptor instead.
 func (*FetchRequest) Descriptor() ([]byte, []int) {
-	return file_strata_partition_v1_partition_proto_rawDescGZIP(), []int{4}
+	return file_strata_partition_v1_partition_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *FetchRequest) GetTopic() string {
@@ -491,6 +1262,13 @@ func (x *FetchRequest) GetLifecycleEpoch() uint64 {
 	return 0
 }
 
+func (x *FetchRequest) GetReplicaRead() bool {
+	if x != nil {
+		return x.ReplicaRead
+	}
+	return false
+}
+
 type FetchResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Record set with offsets filled in.
@@ -501,13 +1279,16 @@ type FetchResponse struct {
 	LogStartOffset uint64 `protobuf:"varint,4,opt,name=log_start_offset,json=logStartOffset,proto3" json:"log_start_offset,omitempty"`
 	HighWatermark  uint64 `protobuf:"varint,5,opt,name=high_watermark,json=highWatermark,proto3" json:"high_watermark,omitempty"`
 	LogEndOffset   uint64 `protobuf:"varint,6,opt,name=log_end_offset,json=logEndOffset,proto3" json:"log_end_offset,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// Last stable offset: below it every transaction is decided; a
+	// read_committed fetch never returns anything at or above it.
+	LastStableOffset uint64 `protobuf:"varint,7,opt,name=last_stable_offset,json=lastStableOffset,proto3" json:"last_stable_offset,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *FetchResponse) Reset() {
 	*x = FetchResponse{}
-	mi := &file_strata_partition_v1_partition_proto_msgTypes[5]
+	mi := &file_strata_partition_v1_partition_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -519,7 +1300,7 @@ func (x *FetchResponse) String() string {
 func (*FetchResponse) ProtoMessage() {}
 
 func (x *FetchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_partition_v1_partition_proto_msgTypes[5]
+	mi := &file_strata_partition_v1_partition_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -532,7 +1313,7 @@ func (x *FetchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchResponse.ProtoReflect.Descriptor instead.
 func (*FetchResponse) Descriptor() ([]byte, []int) {
-	return file_strata_partition_v1_partition_proto_rawDescGZIP(), []int{5}
+	return file_strata_partition_v1_partition_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *FetchResponse) GetRecords() []byte {
@@ -577,18 +1358,28 @@ func (x *FetchResponse) GetLogEndOffset() uint64 {
 	return 0
 }
 
+func (x *FetchResponse) GetLastStableOffset() uint64 {
+	if x != nil {
+		return x.LastStableOffset
+	}
+	return 0
+}
+
 type ListOffsetsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Topic string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
 	// Empty means every partition this node leads for the topic.
-	Partitions    []int32 `protobuf:"varint,2,rep,packed,name=partitions,proto3" json:"partitions,omitempty"`
+	Partitions []int32 `protobuf:"varint,2,rep,packed,name=partitions,proto3" json:"partitions,omitempty"`
+	// When set, each answer also carries offset_for_time: the first offset
+	// whose batch holds a timestamp at or after this (unix milliseconds).
+	TimestampMs   *int64 `protobuf:"varint,3,opt,name=timestamp_ms,json=timestampMs,proto3,oneof" json:"timestamp_ms,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ListOffsetsRequest) Reset() {
 	*x = ListOffsetsRequest{}
-	mi := &file_strata_partition_v1_partition_proto_msgTypes[6]
+	mi := &file_strata_partition_v1_partition_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -600,7 +1391,7 @@ func (x *ListOffsetsRequest) String() string {
 func (*ListOffsetsRequest) ProtoMessage() {}
 
 func (x *ListOffsetsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_partition_v1_partition_proto_msgTypes[6]
+	mi := &file_strata_partition_v1_partition_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -613,7 +1404,7 @@ func (x *ListOffsetsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListOffsetsRequest.ProtoReflect.Descriptor instead.
 func (*ListOffsetsRequest) Descriptor() ([]byte, []int) {
-	return file_strata_partition_v1_partition_proto_rawDescGZIP(), []int{6}
+	return file_strata_partition_v1_partition_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ListOffsetsRequest) GetTopic() string {
@@ -630,21 +1421,35 @@ func (x *ListOffsetsRequest) GetPartitions() []int32 {
 	return nil
 }
 
+func (x *ListOffsetsRequest) GetTimestampMs() int64 {
+	if x != nil && x.TimestampMs != nil {
+		return *x.TimestampMs
+	}
+	return 0
+}
+
 type PartitionOffsets struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Partition     int32                  `protobuf:"varint,1,opt,name=partition,proto3" json:"partition,omitempty"`
-	Earliest      uint64                 `protobuf:"varint,2,opt,name=earliest,proto3" json:"earliest,omitempty"`
-	Latest        uint64                 `protobuf:"varint,3,opt,name=latest,proto3" json:"latest,omitempty"`
-	Leo           uint64                 `protobuf:"varint,4,opt,name=leo,proto3" json:"leo,omitempty"`
-	Hwm           uint64                 `protobuf:"varint,5,opt,name=hwm,proto3" json:"hwm,omitempty"`
-	Error         *v1.Error              `protobuf:"bytes,6,opt,name=error,proto3" json:"error,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Partition int32                  `protobuf:"varint,1,opt,name=partition,proto3" json:"partition,omitempty"`
+	Earliest  uint64                 `protobuf:"varint,2,opt,name=earliest,proto3" json:"earliest,omitempty"`
+	Latest    uint64                 `protobuf:"varint,3,opt,name=latest,proto3" json:"latest,omitempty"`
+	Leo       uint64                 `protobuf:"varint,4,opt,name=leo,proto3" json:"leo,omitempty"`
+	Hwm       uint64                 `protobuf:"varint,5,opt,name=hwm,proto3" json:"hwm,omitempty"`
+	Error     *v1.Error              `protobuf:"bytes,6,opt,name=error,proto3" json:"error,omitempty"`
+	// Last stable offset (<= hwm): the end read_committed readers see, and
+	// what their lag is measured against.
+	Lso uint64 `protobuf:"varint,7,opt,name=lso,proto3" json:"lso,omitempty"`
+	// With ListOffsetsRequest.timestamp_ms: the first offset of the first
+	// batch whose max timestamp is at or after it, found through the time
+	// index, within [earliest, hwm]; hwm when no committed batch is that late.
+	OffsetForTime uint64 `protobuf:"varint,8,opt,name=offset_for_time,json=offsetForTime,proto3" json:"offset_for_time,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *PartitionOffsets) Reset() {
 	*x = PartitionOffsets{}
-	mi := &file_strata_partition_v1_partition_proto_msgTypes[7]
+	mi := &file_strata_partition_v1_partition_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -656,7 +1461,7 @@ func (x *PartitionOffsets) String() string {
 func (*PartitionOffsets) ProtoMessage() {}
 
 func (x *PartitionOffsets) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_partition_v1_partition_proto_msgTypes[7]
+	mi := &file_strata_partition_v1_partition_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -669,7 +1474,7 @@ func (x *PartitionOffsets) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionOffsets.ProtoReflect.Descriptor instead.
 func (*PartitionOffsets) Descriptor() ([]byte, []int) {
-	return file_strata_partition_v1_partition_proto_rawDescGZIP(), []int{7}
+	return file_strata_partition_v1_partition_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *PartitionOffsets) GetPartition() int32 {
@@ -714,6 +1519,20 @@ func (x *PartitionOffsets) GetError() *v1.Error {
 	return nil
 }
 
+func (x *PartitionOffsets) GetLso() uint64 {
+	if x != nil {
+		return x.Lso
+	}
+	return 0
+}
+
+func (x *PartitionOffsets) GetOffsetForTime() uint64 {
+	if x != nil {
+		return x.OffsetForTime
+	}
+	return 0
+}
+
 type ListOffsetsResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Partitions    []*PartitionOffsets    `protobuf:"bytes,1,rep,name=partitions,proto3" json:"partitions,omitempty"`
@@ -723,7 +1542,7 @@ type ListOffsetsResponse struct {
 
 func (x *ListOffsetsResponse) Reset() {
 	*x = ListOffsetsResponse{}
-	mi := &file_strata_partition_v1_partition_proto_msgTypes[8]
+	mi := &file_strata_partition_v1_partition_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -735,7 +1554,7 @@ func (x *ListOffsetsResponse) String() string {
 func (*ListOffsetsResponse) ProtoMessage() {}
 
 func (x *ListOffsetsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_partition_v1_partition_proto_msgTypes[8]
+	mi := &file_strata_partition_v1_partition_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -748,7 +1567,7 @@ func (x *ListOffsetsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListOffsetsResponse.ProtoReflect.Descriptor instead.
 func (*ListOffsetsResponse) Descriptor() ([]byte, []int) {
-	return file_strata_partition_v1_partition_proto_rawDescGZIP(), []int{8}
+	return file_strata_partition_v1_partition_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ListOffsetsResponse) GetPartitions() []*PartitionOffsets {
@@ -762,7 +1581,72 @@ var File_strata_partition_v1_partition_proto protoreflect.FileDescriptor
 
 const file_strata_partition_v1_partition_proto_rawDesc = "" +
 	"\n" +
-	"#strata/partition/v1/partition.proto\x12\x13strata.partition.v1\x1a\x1cstrata/common/v1/error.proto\"s\n" +
+	"#strata/partition/v1/partition.proto\x12\x13strata.partition.v1\x1a\x1cstrata/common/v1/error.proto\"N\n" +
+	"\x10TxnAppendRequest\x12:\n" +
+	"\x06append\x18\x01 \x01(\v2\".strata.partition.v1.AppendRequestR\x06append\"P\n" +
+	"\x11TxnAppendResponse\x12;\n" +
+	"\x06append\x18\x01 \x01(\v2#.strata.partition.v1.AppendResponseR\x06append\"\xea\x01\n" +
+	"\x16AddTxnPartitionRequest\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
+	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12'\n" +
+	"\x0flifecycle_epoch\x18\x03 \x01(\x04R\x0elifecycleEpoch\x12\x1f\n" +
+	"\vproducer_id\x18\x04 \x01(\tR\n" +
+	"producerId\x12%\n" +
+	"\x0eproducer_epoch\x18\x05 \x01(\x03R\rproducerEpoch\x12+\n" +
+	"\x11coordinator_epoch\x18\x06 \x01(\x03R\x10coordinatorEpoch\"1\n" +
+	"\x17AddTxnPartitionResponse\x12\x16\n" +
+	"\x06leader\x18\x01 \x01(\tR\x06leader\"\xac\x02\n" +
+	"\x15WriteTxnMarkerRequest\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
+	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12'\n" +
+	"\x0flifecycle_epoch\x18\x03 \x01(\x04R\x0elifecycleEpoch\x12\x1f\n" +
+	"\vproducer_id\x18\x04 \x01(\tR\n" +
+	"producerId\x12%\n" +
+	"\x0eproducer_epoch\x18\x05 \x01(\x03R\rproducerEpoch\x12+\n" +
+	"\x11coordinator_epoch\x18\x06 \x01(\x03R\x10coordinatorEpoch\x12)\n" +
+	"\x10transactional_id\x18\a \x01(\tR\x0ftransactionalId\x12\x16\n" +
+	"\x06commit\x18\b \x01(\bR\x06commit\"f\n" +
+	"\x16WriteTxnMarkerResponse\x12\x16\n" +
+	"\x06offset\x18\x01 \x01(\x04R\x06offset\x12\x1c\n" +
+	"\tduplicate\x18\x02 \x01(\bR\tduplicate\x12\x16\n" +
+	"\x06leader\x18\x03 \x01(\tR\x06leader\"\xed\x01\n" +
+	"\x13ReplicaFetchRequest\x12\x1d\n" +
+	"\n" +
+	"replica_id\x18\x01 \x01(\tR\treplicaId\x12\x1e\n" +
+	"\vmax_wait_ms\x18\x02 \x01(\rR\tmaxWaitMs\x12\x1b\n" +
+	"\tmax_bytes\x18\x03 \x01(\rR\bmaxBytes\x12.\n" +
+	"\x13partition_max_bytes\x18\x04 \x01(\rR\x11partitionMaxBytes\x12J\n" +
+	"\n" +
+	"partitions\x18\x05 \x03(\v2*.strata.partition.v1.ReplicaFetchPartitionR\n" +
+	"partitions\"\x84\x02\n" +
+	"\x15ReplicaFetchPartition\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
+	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12'\n" +
+	"\x0flifecycle_epoch\x18\x03 \x01(\x04R\x0elifecycleEpoch\x12!\n" +
+	"\fleader_epoch\x18\x04 \x01(\x04R\vleaderEpoch\x12!\n" +
+	"\ffetch_offset\x18\x05 \x01(\x04R\vfetchOffset\x121\n" +
+	"\x12last_fetched_epoch\x18\x06 \x01(\x04H\x00R\x10lastFetchedEpoch\x88\x01\x01B\x15\n" +
+	"\x13_last_fetched_epoch\"f\n" +
+	"\x14ReplicaFetchResponse\x12N\n" +
+	"\n" +
+	"partitions\x18\x01 \x03(\v2..strata.partition.v1.ReplicaFetchPartitionDataR\n" +
+	"partitions\"\x88\x03\n" +
+	"\x19ReplicaFetchPartitionData\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
+	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12-\n" +
+	"\x05error\x18\x03 \x01(\v2\x17.strata.common.v1.ErrorR\x05error\x12%\n" +
+	"\x0ehigh_watermark\x18\x04 \x01(\x04R\rhighWatermark\x12(\n" +
+	"\x10log_start_offset\x18\x05 \x01(\x04R\x0elogStartOffset\x12$\n" +
+	"\x0elog_end_offset\x18\x06 \x01(\x04R\flogEndOffset\x12!\n" +
+	"\fleader_epoch\x18\a \x01(\x04R\vleaderEpoch\x12F\n" +
+	"\tdiverging\x18\b \x01(\v2#.strata.partition.v1.DivergingEpochH\x00R\tdiverging\x88\x01\x01\x12\x18\n" +
+	"\abatches\x18\t \x01(\fR\abatchesB\f\n" +
+	"\n" +
+	"_diverging\"E\n" +
+	"\x0eDivergingEpoch\x12\x14\n" +
+	"\x05epoch\x18\x01 \x01(\x04R\x05epoch\x12\x1d\n" +
+	"\n" +
+	"end_offset\x18\x02 \x01(\x04R\tendOffset\"s\n" +
 	"\x0eProduceRequest\x12%\n" +
 	"\x0ecorrelation_id\x18\x01 \x01(\x04R\rcorrelationId\x12:\n" +
 	"\x06append\x18\x02 \x01(\v2\".strata.partition.v1.AppendRequestR\x06append\"u\n" +
@@ -793,7 +1677,7 @@ const file_strata_partition_v1_partition_proto_rawDesc = "" +
 	"\tduplicate\x18\x04 \x01(\bR\tduplicate\x12\x16\n" +
 	"\x06leader\x18\x05 \x01(\tR\x06leader\x12!\n" +
 	"\fleader_epoch\x18\x06 \x01(\x04R\vleaderEpoch\x12-\n" +
-	"\x05error\x18\a \x01(\v2\x17.strata.common.v1.ErrorR\x05error\"\x98\x02\n" +
+	"\x05error\x18\a \x01(\v2\x17.strata.common.v1.ErrorR\x05error\"\xbb\x02\n" +
 	"\fFetchRequest\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x16\n" +
@@ -803,7 +1687,8 @@ const file_strata_partition_v1_partition_proto_rawDesc = "" +
 	"\tmax_bytes\x18\x05 \x01(\rR\bmaxBytes\x12\x17\n" +
 	"\await_ms\x18\x06 \x01(\rR\x06waitMs\x12<\n" +
 	"\tisolation\x18\a \x01(\x0e2\x1e.strata.partition.v1.IsolationR\tisolation\x12'\n" +
-	"\x0flifecycle_epoch\x18\b \x01(\x04R\x0elifecycleEpoch\"\xe4\x01\n" +
+	"\x0flifecycle_epoch\x18\b \x01(\x04R\x0elifecycleEpoch\x12!\n" +
+	"\freplica_read\x18\t \x01(\bR\vreplicaRead\"\x92\x02\n" +
 	"\rFetchResponse\x12\x18\n" +
 	"\arecords\x18\x01 \x01(\fR\arecords\x12!\n" +
 	"\frecord_count\x18\x02 \x01(\rR\vrecordCount\x12\x1f\n" +
@@ -811,19 +1696,24 @@ const file_strata_partition_v1_partition_proto_rawDesc = "" +
 	"nextOffset\x12(\n" +
 	"\x10log_start_offset\x18\x04 \x01(\x04R\x0elogStartOffset\x12%\n" +
 	"\x0ehigh_watermark\x18\x05 \x01(\x04R\rhighWatermark\x12$\n" +
-	"\x0elog_end_offset\x18\x06 \x01(\x04R\flogEndOffset\"J\n" +
+	"\x0elog_end_offset\x18\x06 \x01(\x04R\flogEndOffset\x12,\n" +
+	"\x12last_stable_offset\x18\a \x01(\x04R\x10lastStableOffset\"\x83\x01\n" +
 	"\x12ListOffsetsRequest\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1e\n" +
 	"\n" +
 	"partitions\x18\x02 \x03(\x05R\n" +
-	"partitions\"\xb7\x01\n" +
+	"partitions\x12&\n" +
+	"\ftimestamp_ms\x18\x03 \x01(\x03H\x00R\vtimestampMs\x88\x01\x01B\x0f\n" +
+	"\r_timestamp_ms\"\xf1\x01\n" +
 	"\x10PartitionOffsets\x12\x1c\n" +
 	"\tpartition\x18\x01 \x01(\x05R\tpartition\x12\x1a\n" +
 	"\bearliest\x18\x02 \x01(\x04R\bearliest\x12\x16\n" +
 	"\x06latest\x18\x03 \x01(\x04R\x06latest\x12\x10\n" +
 	"\x03leo\x18\x04 \x01(\x04R\x03leo\x12\x10\n" +
 	"\x03hwm\x18\x05 \x01(\x04R\x03hwm\x12-\n" +
-	"\x05error\x18\x06 \x01(\v2\x17.strata.common.v1.ErrorR\x05error\"\\\n" +
+	"\x05error\x18\x06 \x01(\v2\x17.strata.common.v1.ErrorR\x05error\x12\x10\n" +
+	"\x03lso\x18\a \x01(\x04R\x03lso\x12&\n" +
+	"\x0foffset_for_time\x18\b \x01(\x04R\roffsetForTime\"\\\n" +
 	"\x13ListOffsetsResponse\x12E\n" +
 	"\n" +
 	"partitions\x18\x01 \x03(\v2%.strata.partition.v1.PartitionOffsetsR\n" +
@@ -831,12 +1721,16 @@ const file_strata_partition_v1_partition_proto_rawDesc = "" +
 	"\tIsolation\x12\x19\n" +
 	"\x15ISOLATION_UNSPECIFIED\x10\x00\x12\x1c\n" +
 	"\x18ISOLATION_READ_COMMITTED\x10\x01\x12\x1e\n" +
-	"\x1aISOLATION_READ_UNCOMMITTED\x10\x022\xf1\x02\n" +
+	"\x1aISOLATION_READ_UNCOMMITTED\x10\x022\x8f\x06\n" +
 	"\x10PartitionService\x12X\n" +
 	"\aProduce\x12#.strata.partition.v1.ProduceRequest\x1a$.strata.partition.v1.ProduceResponse(\x010\x01\x12Q\n" +
 	"\x06Append\x12\".strata.partition.v1.AppendRequest\x1a#.strata.partition.v1.AppendResponse\x12N\n" +
 	"\x05Fetch\x12!.strata.partition.v1.FetchRequest\x1a\".strata.partition.v1.FetchResponse\x12`\n" +
-	"\vListOffsets\x12'.strata.partition.v1.ListOffsetsRequest\x1a(.strata.partition.v1.ListOffsetsResponseBBZ@github.com/strataio/strata/proto/strata/partition/v1;partitionv1b\x06proto3"
+	"\vListOffsets\x12'.strata.partition.v1.ListOffsetsRequest\x1a(.strata.partition.v1.ListOffsetsResponse\x12g\n" +
+	"\fReplicaFetch\x12(.strata.partition.v1.ReplicaFetchRequest\x1a).strata.partition.v1.ReplicaFetchResponse(\x010\x01\x12l\n" +
+	"\x0fAddTxnPartition\x12+.strata.partition.v1.AddTxnPartitionRequest\x1a,.strata.partition.v1.AddTxnPartitionResponse\x12Z\n" +
+	"\tTxnAppend\x12%.strata.partition.v1.TxnAppendRequest\x1a&.strata.partition.v1.TxnAppendResponse\x12i\n" +
+	"\x0eWriteTxnMarker\x12*.strata.partition.v1.WriteTxnMarkerRequest\x1a+.strata.partition.v1.WriteTxnMarkerResponseBBZ@github.com/strataio/strata/proto/strata/partition/v1;partitionv1b\x06proto3"
 
 var (
 	file_strata_partition_v1_partition_proto_rawDescOnce sync.Once
@@ -851,40 +1745,65 @@ func file_strata_partition_v1_partition_proto_rawDescGZIP() []byte {
 }
 
 var file_strata_partition_v1_partition_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_strata_partition_v1_partition_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
+var file_strata_partition_v1_partition_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
 var file_strata_partition_v1_partition_proto_goTypes = []any{
-	(Isolation)(0),              // 0: strata.partition.v1.Isolation
-	(*ProduceRequest)(nil),      // 1: strata.partition.v1.ProduceRequest
-	(*ProduceResponse)(nil),     // 2: strata.partition.v1.ProduceResponse
-	(*AppendRequest)(nil),       // 3: strata.partition.v1.AppendRequest
-	(*AppendResponse)(nil),      // 4: strata.partition.v1.AppendResponse
-	(*FetchRequest)(nil),        // 5: strata.partition.v1.FetchRequest
-	(*FetchResponse)(nil),       // 6: strata.partition.v1.FetchResponse
-	(*ListOffsetsRequest)(nil),  // 7: strata.partition.v1.ListOffsetsRequest
-	(*PartitionOffsets)(nil),    // 8: strata.partition.v1.PartitionOffsets
-	(*ListOffsetsResponse)(nil), // 9: strata.partition.v1.ListOffsetsResponse
-	(*v1.Error)(nil),            // 10: strata.common.v1.Error
+	(Isolation)(0),                    // 0: strata.partition.v1.Isolation
+	(*TxnAppendRequest)(nil),          // 1: strata.partition.v1.TxnAppendRequest
+	(*TxnAppendResponse)(nil),         // 2: strata.partition.v1.TxnAppendResponse
+	(*AddTxnPartitionRequest)(nil),    // 3: strata.partition.v1.AddTxnPartitionRequest
+	(*AddTxnPartitionResponse)(nil),   // 4: strata.partition.v1.AddTxnPartitionResponse
+	(*WriteTxnMarkerRequest)(nil),     // 5: strata.partition.v1.WriteTxnMarkerRequest
+	(*WriteTxnMarkerResponse)(nil),    // 6: strata.partition.v1.WriteTxnMarkerResponse
+	(*ReplicaFetchRequest)(nil),       // 7: strata.partition.v1.ReplicaFetchRequest
+	(*ReplicaFetchPartition)(nil),     // 8: strata.partition.v1.ReplicaFetchPartition
+	(*ReplicaFetchResponse)(nil),      // 9: strata.partition.v1.ReplicaFetchResponse
+	(*ReplicaFetchPartitionData)(nil), // 10: strata.partition.v1.ReplicaFetchPartitionData
+	(*DivergingEpoch)(nil),            // 11: strata.partition.v1.DivergingEpoch
+	(*ProduceRequest)(nil),            // 12: strata.partition.v1.ProduceRequest
+	(*ProduceResponse)(nil),           // 13: strata.partition.v1.ProduceResponse
+	(*AppendRequest)(nil),             // 14: strata.partition.v1.AppendRequest
+	(*AppendResponse)(nil),            // 15: strata.partition.v1.AppendResponse
+	(*FetchRequest)(nil),              // 16: strata.partition.v1.FetchRequest
+	(*FetchResponse)(nil),             // 17: strata.partition.v1.FetchResponse
+	(*ListOffsetsRequest)(nil),        // 18: strata.partition.v1.ListOffsetsRequest
+	(*PartitionOffsets)(nil),          // 19: strata.partition.v1.PartitionOffsets
+	(*ListOffsetsResponse)(nil),       // 20: strata.partition.v1.ListOffsetsResponse
+	(*v1.Error)(nil),                  // 21: strata.common.v1.Error
 }
 var file_strata_partition_v1_partition_proto_depIdxs = []int32{
-	3,  // 0: strata.partition.v1.ProduceRequest.append:type_name -> strata.partition.v1.AppendRequest
-	4,  // 1: strata.partition.v1.ProduceResponse.append:type_name -> strata.partition.v1.AppendResponse
-	10, // 2: strata.partition.v1.AppendResponse.error:type_name -> strata.common.v1.Error
-	0,  // 3: strata.partition.v1.FetchRequest.isolation:type_name -> strata.partition.v1.Isolation
-	10, // 4: strata.partition.v1.PartitionOffsets.error:type_name -> strata.common.v1.Error
-	8,  // 5: strata.partition.v1.ListOffsetsResponse.partitions:type_name -> strata.partition.v1.PartitionOffsets
-	1,  // 6: strata.partition.v1.PartitionService.Produce:input_type -> strata.partition.v1.ProduceRequest
-	3,  // 7: strata.partition.v1.PartitionService.Append:input_type -> strata.partition.v1.AppendRequest
-	5,  // 8: strata.partition.v1.PartitionService.Fetch:input_type -> strata.partition.v1.FetchRequest
-	7,  // 9: strata.partition.v1.PartitionService.ListOffsets:input_type -> strata.partition.v1.ListOffsetsRequest
-	2,  // 10: strata.partition.v1.PartitionService.Produce:output_type -> strata.partition.v1.ProduceResponse
-	4,  // 11: strata.partition.v1.PartitionService.Append:output_type -> strata.partition.v1.AppendResponse
-	6,  // 12: strata.partition.v1.PartitionService.Fetch:output_type -> strata.partition.v1.FetchResponse
-	9,  // 13: strata.partition.v1.PartitionService.ListOffsets:output_type -> strata.partition.v1.ListOffsetsResponse
-	10, // [10:14] is the sub-list for method output_type
-	6,  // [6:10] is the sub-list for method input_type
-	6,  // [6:6] is the sub-list for extension type_name
-	6,  // [6:6] is the sub-list for extension extendee
-	0,  // [0:6] is the sub-list for field type_name
+	14, // 0: strata.partition.v1.TxnAppendRequest.append:type_name -> strata.partition.v1.AppendRequest
+	15, // 1: strata.partition.v1.TxnAppendResponse.append:type_name -> strata.partition.v1.AppendResponse
+	8,  // 2: strata.partition.v1.ReplicaFetchRequest.partitions:type_name -> strata.partition.v1.ReplicaFetchPartition
+	10, // 3: strata.partition.v1.ReplicaFetchResponse.partitions:type_name -> strata.partition.v1.ReplicaFetchPartitionData
+	21, // 4: strata.partition.v1.ReplicaFetchPartitionData.error:type_name -> strata.common.v1.Error
+	11, // 5: strata.partition.v1.ReplicaFetchPartitionData.diverging:type_name -> strata.partition.v1.DivergingEpoch
+	14, // 6: strata.partition.v1.ProduceRequest.append:type_name -> strata.partition.v1.AppendRequest
+	15, // 7: strata.partition.v1.ProduceResponse.append:type_name -> strata.partition.v1.AppendResponse
+	21, // 8: strata.partition.v1.AppendResponse.error:type_name -> strata.common.v1.Error
+	0,  // 9: strata.partition.v1.FetchRequest.isolation:type_name -> strata.partition.v1.Isolation
+	21, // 10: strata.partition.v1.PartitionOffsets.error:type_name -> strata.common.v1.Error
+	19, // 11: strata.partition.v1.ListOffsetsResponse.partitions:type_name -> strata.partition.v1.PartitionOffsets
+	12, // 12: strata.partition.v1.PartitionService.Produce:input_type -> strata.partition.v1.ProduceRequest
+	14, // 13: strata.partition.v1.PartitionService.Append:input_type -> strata.partition.v1.AppendRequest
+	16, // 14: strata.partition.v1.PartitionService.Fetch:input_type -> strata.partition.v1.FetchRequest
+	18, // 15: strata.partition.v1.PartitionService.ListOffsets:input_type -> strata.partition.v1.ListOffsetsRequest
+	7,  // 16: strata.partition.v1.PartitionService.ReplicaFetch:input_type -> strata.partition.v1.ReplicaFetchRequest
+	3,  // 17: strata.partition.v1.PartitionService.AddTxnPartition:input_type -> strata.partition.v1.AddTxnPartitionRequest
+	1,  // 18: strata.partition.v1.PartitionService.TxnAppend:input_type -> strata.partition.v1.TxnAppendRequest
+	5,  // 19: strata.partition.v1.PartitionService.WriteTxnMarker:input_type -> strata.partition.v1.WriteTxnMarkerRequest
+	13, // 20: strata.partition.v1.PartitionService.Produce:output_type -> strata.partition.v1.ProduceResponse
+	15, // 21: strata.partition.v1.PartitionService.Append:output_type -> strata.partition.v1.AppendResponse
+	17, // 22: strata.partition.v1.PartitionService.Fetch:output_type -> strata.partition.v1.FetchResponse
+	20, // 23: strata.partition.v1.PartitionService.ListOffsets:output_type -> strata.partition.v1.ListOffsetsResponse
+	9,  // 24: strata.partition.v1.PartitionService.ReplicaFetch:output_type -> strata.partition.v1.ReplicaFetchResponse
+	4,  // 25: strata.partition.v1.PartitionService.AddTxnPartition:output_type -> strata.partition.v1.AddTxnPartitionResponse
+	2,  // 26: strata.partition.v1.PartitionService.TxnAppend:output_type -> strata.partition.v1.TxnAppendResponse
+	6,  // 27: strata.partition.v1.PartitionService.WriteTxnMarker:output_type -> strata.partition.v1.WriteTxnMarkerResponse
+	20, // [20:28] is the sub-list for method output_type
+	12, // [12:20] is the sub-list for method input_type
+	12, // [12:12] is the sub-list for extension type_name
+	12, // [12:12] is the sub-list for extension extendee
+	0,  // [0:12] is the sub-list for field type_name
 }
 
 func init() { file_strata_partition_v1_partition_proto_init() }
@@ -892,13 +1811,16 @@ func file_strata_partition_v1_partition_proto_init() {
 	if File_strata_partition_v1_partition_proto != nil {
 		return
 	}
+	file_strata_partition_v1_partition_proto_msgTypes[7].OneofWrappers = []any{}
+	file_strata_partition_v1_partition_proto_msgTypes[9].OneofWrappers = []any{}
+	file_strata_partition_v1_partition_proto_msgTypes[17].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_strata_partition_v1_partition_proto_rawDesc), len(file_strata_partition_v1_partition_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   9,
+			NumMessages:   20,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

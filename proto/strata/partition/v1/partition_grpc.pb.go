@@ -19,10 +19,14 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	PartitionService_Produce_FullMethodName     = "/strata.partition.v1.PartitionService/Produce"
-	PartitionService_Append_FullMethodName      = "/strata.partition.v1.PartitionService/Append"
-	PartitionService_Fetch_FullMethodName       = "/strata.partition.v1.PartitionService/Fetch"
-	PartitionService_ListOffsets_FullMethodName = "/strata.partition.v1.PartitionService/ListOffsets"
+	PartitionService_Produce_FullMethodName         = "/strata.partition.v1.PartitionService/Produce"
+	PartitionService_Append_FullMethodName          = "/strata.partition.v1.PartitionService/Append"
+	PartitionService_Fetch_FullMethodName           = "/strata.partition.v1.PartitionService/Fetch"
+	PartitionService_ListOffsets_FullMethodName     = "/strata.partition.v1.PartitionService/ListOffsets"
+	PartitionService_ReplicaFetch_FullMethodName    = "/strata.partition.v1.PartitionService/ReplicaFetch"
+	PartitionService_AddTxnPartition_FullMethodName = "/strata.partition.v1.PartitionService/AddTxnPartition"
+	PartitionService_TxnAppend_FullMethodName       = "/strata.partition.v1.PartitionService/TxnAppend"
+	PartitionService_WriteTxnMarker_FullMethodName  = "/strata.partition.v1.PartitionService/WriteTxnMarker"
 )
 
 // PartitionServiceClient is the client API for PartitionService service.
@@ -45,6 +49,31 @@ type PartitionServiceClient interface {
 	Append(ctx context.Context, in *AppendRequest, opts ...grpc.CallOption) (*AppendResponse, error)
 	Fetch(ctx context.Context, in *FetchRequest, opts ...grpc.CallOption) (*FetchResponse, error)
 	ListOffsets(ctx context.Context, in *ListOffsetsRequest, opts ...grpc.CallOption) (*ListOffsetsResponse, error)
+	// ReplicaFetch is one follower's fetch session with one leader: many
+	// partitions per stream (one stream per leader/follower pair). Each
+	// request is answered by exactly one response, in order; the follower
+	// sends its next request once the batches of the previous answer are
+	// durable in its own log, so its fetch offsets are durable offsets and
+	// the leader's high watermark is the minimum of them over the ISR. Only a
+	// partitiond whose certificate names replica_id may fetch as it.
+	ReplicaFetch(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[ReplicaFetchRequest, ReplicaFetchResponse], error)
+	// Transactions (SERVICE-SPEC 3.2, 4.7; docs/transactions.md). Only the
+	// transaction coordinator (coordinatord) calls these.
+	//
+	// AddTxnPartition registers (producer_id, producer_epoch) as a transaction
+	// that may write to the partition (KIP-890): TxnAppend refuses a producer
+	// epoch the coordinator has not added, and an epoch at or below the last
+	// one ended by a marker is stale.
+	AddTxnPartition(ctx context.Context, in *AddTxnPartitionRequest, opts ...grpc.CallOption) (*AddTxnPartitionResponse, error)
+	// TxnAppend appends records of an open transaction: idempotent on
+	// (producer_id, producer_epoch, sequence) whatever the topic's setting,
+	// acks all, invisible to read_committed until a commit marker.
+	TxnAppend(ctx context.Context, in *TxnAppendRequest, opts ...grpc.CallOption) (*TxnAppendResponse, error)
+	// WriteTxnMarker appends the commit or abort control record that ends
+	// the producer epoch's transaction on the partition and answers once the
+	// high watermark covers it. A repeat for an already ended epoch answers
+	// with duplicate set and writes nothing.
+	WriteTxnMarker(ctx context.Context, in *WriteTxnMarkerRequest, opts ...grpc.CallOption) (*WriteTxnMarkerResponse, error)
 }
 
 type partitionServiceClient struct {
@@ -98,6 +127,49 @@ func (c *partitionServiceClient) ListOffsets(ctx context.Context, in *ListOffset
 	return out, nil
 }
 
+func (c *partitionServiceClient) ReplicaFetch(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[ReplicaFetchRequest, ReplicaFetchResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &PartitionService_ServiceDesc.Streams[1], PartitionService_ReplicaFetch_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[ReplicaFetchRequest, ReplicaFetchResponse]{ClientStream: stream}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type PartitionService_ReplicaFetchClient = grpc.BidiStreamingClient[ReplicaFetchRequest, ReplicaFetchResponse]
+
+func (c *partitionServiceClient) AddTxnPartition(ctx context.Context, in *AddTxnPartitionRequest, opts ...grpc.CallOption) (*AddTxnPartitionResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(AddTxnPartitionResponse)
+	err := c.cc.Invoke(ctx, PartitionService_AddTxnPartition_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *partitionServiceClient) TxnAppend(ctx context.Context, in *TxnAppendRequest, opts ...grpc.CallOption) (*TxnAppendResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(TxnAppendResponse)
+	err := c.cc.Invoke(ctx, PartitionService_TxnAppend_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *partitionServiceClient) WriteTxnMarker(ctx context.Context, in *WriteTxnMarkerRequest, opts ...grpc.CallOption) (*WriteTxnMarkerResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(WriteTxnMarkerResponse)
+	err := c.cc.Invoke(ctx, PartitionService_WriteTxnMarker_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // PartitionServiceServer is the server API for PartitionService service.
 // All implementations must embed UnimplementedPartitionServiceServer
 // for forward compatibility.
@@ -118,6 +190,31 @@ type PartitionServiceServer interface {
 	Append(context.Context, *AppendRequest) (*AppendResponse, error)
 	Fetch(context.Context, *FetchRequest) (*FetchResponse, error)
 	ListOffsets(context.Context, *ListOffsetsRequest) (*ListOffsetsResponse, error)
+	// ReplicaFetch is one follower's fetch session with one leader: many
+	// partitions per stream (one stream per leader/follower pair). Each
+	// request is answered by exactly one response, in order; the follower
+	// sends its next request once the batches of the previous answer are
+	// durable in its own log, so its fetch offsets are durable offsets and
+	// the leader's high watermark is the minimum of them over the ISR. Only a
+	// partitiond whose certificate names replica_id may fetch as it.
+	ReplicaFetch(grpc.BidiStreamingServer[ReplicaFetchRequest, ReplicaFetchResponse]) error
+	// Transactions (SERVICE-SPEC 3.2, 4.7; docs/transactions.md). Only the
+	// transaction coordinator (coordinatord) calls these.
+	//
+	// AddTxnPartition registers (producer_id, producer_epoch) as a transaction
+	// that may write to the partition (KIP-890): TxnAppend refuses a producer
+	// epoch the coordinator has not added, and an epoch at or below the last
+	// one ended by a marker is stale.
+	AddTxnPartition(context.Context, *AddTxnPartitionRequest) (*AddTxnPartitionResponse, error)
+	// TxnAppend appends records of an open transaction: idempotent on
+	// (producer_id, producer_epoch, sequence) whatever the topic's setting,
+	// acks all, invisible to read_committed until a commit marker.
+	TxnAppend(context.Context, *TxnAppendRequest) (*TxnAppendResponse, error)
+	// WriteTxnMarker appends the commit or abort control record that ends
+	// the producer epoch's transaction on the partition and answers once the
+	// high watermark covers it. A repeat for an already ended epoch answers
+	// with duplicate set and writes nothing.
+	WriteTxnMarker(context.Context, *WriteTxnMarkerRequest) (*WriteTxnMarkerResponse, error)
 	mustEmbedUnimplementedPartitionServiceServer()
 }
 
@@ -139,6 +236,18 @@ func (UnimplementedPartitionServiceServer) Fetch(context.Context, *FetchRequest)
 }
 func (UnimplementedPartitionServiceServer) ListOffsets(context.Context, *ListOffsetsRequest) (*ListOffsetsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListOffsets not implemented")
+}
+func (UnimplementedPartitionServiceServer) ReplicaFetch(grpc.BidiStreamingServer[ReplicaFetchRequest, ReplicaFetchResponse]) error {
+	return status.Error(codes.Unimplemented, "method ReplicaFetch not implemented")
+}
+func (UnimplementedPartitionServiceServer) AddTxnPartition(context.Context, *AddTxnPartitionRequest) (*AddTxnPartitionResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method AddTxnPartition not implemented")
+}
+func (UnimplementedPartitionServiceServer) TxnAppend(context.Context, *TxnAppendRequest) (*TxnAppendResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method TxnAppend not implemented")
+}
+func (UnimplementedPartitionServiceServer) WriteTxnMarker(context.Context, *WriteTxnMarkerRequest) (*WriteTxnMarkerResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method WriteTxnMarker not implemented")
 }
 func (UnimplementedPartitionServiceServer) mustEmbedUnimplementedPartitionServiceServer() {}
 func (UnimplementedPartitionServiceServer) testEmbeddedByValue()                          {}
@@ -222,6 +331,67 @@ func _PartitionService_ListOffsets_Handler(srv interface{}, ctx context.Context,
 	return interceptor(ctx, in, info, handler)
 }
 
+func _PartitionService_ReplicaFetch_Handler(srv interface{}, stream grpc.ServerStream) error {
+	return srv.(PartitionServiceServer).ReplicaFetch(&grpc.GenericServerStream[ReplicaFetchRequest, ReplicaFetchResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type PartitionService_ReplicaFetchServer = grpc.BidiStreamingServer[ReplicaFetchRequest, ReplicaFetchResponse]
+
+func _PartitionService_AddTxnPartition_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(AddTxnPartitionRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(PartitionServiceServer).AddTxnPartition(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: PartitionService_AddTxnPartition_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(PartitionServiceServer).AddTxnPartition(ctx, req.(*AddTxnPartitionRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _PartitionService_TxnAppend_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(TxnAppendRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(PartitionServiceServer).TxnAppend(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: PartitionService_TxnAppend_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(PartitionServiceServer).TxnAppend(ctx, req.(*TxnAppendRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _PartitionService_WriteTxnMarker_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(WriteTxnMarkerRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(PartitionServiceServer).WriteTxnMarker(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: PartitionService_WriteTxnMarker_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(PartitionServiceServer).WriteTxnMarker(ctx, req.(*WriteTxnMarkerRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // PartitionService_ServiceDesc is the grpc.ServiceDesc for PartitionService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -241,11 +411,29 @@ var PartitionService_ServiceDesc = grpc.ServiceDesc{
 			MethodName: "ListOffsets",
 			Handler:    _PartitionService_ListOffsets_Handler,
 		},
+		{
+			MethodName: "AddTxnPartition",
+			Handler:    _PartitionService_AddTxnPartition_Handler,
+		},
+		{
+			MethodName: "TxnAppend",
+			Handler:    _PartitionService_TxnAppend_Handler,
+		},
+		{
+			MethodName: "WriteTxnMarker",
+			Handler:    _PartitionService_WriteTxnMarker_Handler,
+		},
 	},
 	Streams: []grpc.StreamDesc{
 		{
 			StreamName:    "Produce",
 			Handler:       _PartitionService_Produce_Handler,
+			ServerStreams: true,
+			ClientStreams: true,
+		},
+		{
+			StreamName:    "ReplicaFetch",
+			Handler:       _PartitionService_ReplicaFetch_Handler,
 			ServerStreams: true,
 			ClientStreams: true,
 		},

@@ -1,0 +1,319 @@
+package eventsourcing
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"strconv"
+	"time"
+
+	"github.com/strataio/strata/gateway/internal/command"
+	"github.com/strataio/strata/gateway/internal/param"
+	"github.com/strataio/strata/libs/errcode"
+	"github.com/strataio/strata/libs/wire"
+	metav1 "github.com/strataio/strata/proto/strata/meta/v1"
+	streamv1 "github.com/strataio/strata/proto/strata/stream/v1"
+)
+
+const (
+	// historyPage and historyMaxPage are READ_STREAM_HISTORY's limit
+	// default and cap (the READ_STREAM page figures of WIRE-V2 3).
+	historyPage    = 256
+	historyMaxPage = 1024
+)
+
+// appendStream is APPEND_STREAM: topic, key, version (current + 1),
+// message; event_type, schema_version (>= 1, default 1), metadata (JSON).
+// On aggregate replay topics also event_id (required), producerId, seqNum
+// and epoch; the payload's SHA-256 digest is stored with the event.
+func (h *Handlers) appendStream(ctx context.Context, c *command.Call) ([]byte, error) {
+	p := param.Read(c.Req, c.Command)
+	topic, key := p.Required(param.Topic), p.Required(keyParam)
+	ver := p.RequiredUint(versionParam)
+	msg := p.Present(param.Message)
+	schema := uint64(1)
+	if v, ok := c.Req.Get("schema_version"); ok {
+		n, err := strconv.ParseUint(v, 10, 32)
+		if err != nil || n < 1 {
+			p.Check(errcode.InvalidSchemaVersion.New("schema_version must be an integer of at least 1", "schema_version", param.Clip(v)))
+		}
+		schema = n
+	}
+	meta := c.Req.Value("metadata")
+	if meta != "" && !json.Valid([]byte(meta)) {
+		p.Check(param.Invalid("metadata", meta, "must be JSON"))
+	}
+	if err := p.Err(); err != nil {
+		return nil, err
+	}
+	if ver == 0 {
+		return nil, param.Invalid("version", "0", "must be at least 1 (the stream's current version + 1)")
+	}
+	s, err := h.resolve(ctx, topic, key)
+	if err != nil {
+		return nil, err
+	}
+	rec := wire.Record{Topic: topic, Timestamp: time.Now().UnixMilli(), Key: key, EventType: c.Req.Value("event_type"),
+		SchemaVersion: uint32(schema), AggregateVersion: ver, Metadata: meta, Payload: []byte(msg)}
+	replay := s.topic.GetConfig().GetAggregateReplay()
+	if replay {
+		p := param.Read(c.Req, c.Command)
+		rec.EventID = p.Required(param.Name{Key: "event_id", Missing: errcode.MissingParameter})
+		rec.ProducerID = c.Req.Value("producerId")
+		seq, _ := p.OptUint("seqNum", 0)
+		epoch := p.OptInt("epoch", 0, -1<<31, 1<<31-1)
+		if err := p.Err(); err != nil {
+			return nil, err
+		}
+		rec.SeqNum, rec.Epoch = seq, epoch
+		sum := sha256.Sum256(rec.Payload)
+		rec.PayloadDigest = hex.EncodeToString(sum[:])
+	}
+	b, err := rec.AppendTo(nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := toLeader(ctx, h.r, s, streamv1.StreamServiceClient.AppendStream, func(t *metav1.Topic) *streamv1.AppendStreamRequest {
+		return &streamv1.AppendStreamRequest{Stream: s.ref(t), Version: ver, Record: b, AggregateReplay: replay}
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := wire.AppendOK(c.Out)
+	out = wire.AppendOKUint(out, "version", resp.GetVersion())
+	out = wire.AppendOKUint(out, "offset", resp.GetOffset())
+	out = wire.AppendOKInt(out, "partition", int64(s.part))
+	if resp.GetDuplicate() {
+		out = wire.AppendOKBool(out, "duplicate", true)
+	}
+	return out, nil
+}
+
+// streamVersion is STREAM_VERSION: `OK version=<n>`, 0 for an unknown
+// aggregate.
+func (h *Handlers) streamVersion(ctx context.Context, c *command.Call) ([]byte, error) {
+	p := param.Read(c.Req, c.Command)
+	topic, key := p.Required(param.Topic), p.Required(keyParam)
+	if err := p.Err(); err != nil {
+		return nil, err
+	}
+	s, err := h.resolve(ctx, topic, key)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := toLeader(ctx, h.r, s, streamv1.StreamServiceClient.StreamVersion, func(t *metav1.Topic) *streamv1.StreamVersionRequest {
+		return &streamv1.StreamVersionRequest{Stream: s.ref(t)}
+	})
+	if err != nil {
+		return nil, err
+	}
+	return wire.AppendOKUint(wire.AppendOK(c.Out), "version", resp.GetVersion()), nil
+}
+
+// saveSnapshot is SAVE_SNAPSHOT: `OK version= partition=` once the leader
+// and every in-sync replica stored it.
+func (h *Handlers) saveSnapshot(ctx context.Context, c *command.Call) ([]byte, error) {
+	p := param.Read(c.Req, c.Command)
+	topic, key := p.Required(param.Topic), p.Required(keyParam)
+	ver := p.RequiredUint(versionParam)
+	msg := p.Present(param.Message)
+	if err := p.Err(); err != nil {
+		return nil, err
+	}
+	if ver == 0 {
+		return nil, param.Invalid("version", "0", "must be at least 1")
+	}
+	s, err := h.resolve(ctx, topic, key)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := toLeader(ctx, h.r, s, streamv1.StreamServiceClient.SaveSnapshot, func(t *metav1.Topic) *streamv1.SaveSnapshotRequest {
+		return &streamv1.SaveSnapshotRequest{Stream: s.ref(t), Version: ver, Payload: []byte(msg)}
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := wire.AppendOKUint(wire.AppendOK(c.Out), "version", resp.GetVersion())
+	return wire.AppendOKInt(out, "partition", int64(s.part)), nil
+}
+
+// snapshotJSON is a snapshot as READ_SNAPSHOT and READ_STREAM show it.
+type snapshotJSON struct {
+	Version uint64 `json:"version"`
+	Payload string `json:"payload"`
+}
+
+// readSnapshot is READ_SNAPSHOT: `OK snapshot=<json>` or `OK snapshot=null`.
+func (h *Handlers) readSnapshot(ctx context.Context, c *command.Call) ([]byte, error) {
+	p := param.Read(c.Req, c.Command)
+	topic, key := p.Required(param.Topic), p.Required(keyParam)
+	if err := p.Err(); err != nil {
+		return nil, err
+	}
+	s, err := h.resolve(ctx, topic, key)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := toLeader(ctx, h.r, s, streamv1.StreamServiceClient.ReadSnapshot, func(t *metav1.Topic) *streamv1.ReadSnapshotRequest {
+		return &streamv1.ReadSnapshotRequest{Stream: s.ref(t)}
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := append(wire.AppendOK(c.Out), " snapshot="...)
+	sn := resp.GetSnapshot()
+	if sn == nil {
+		return append(out, "null"...), nil
+	}
+	b, err := json.Marshal(snapshotJSON{Version: sn.GetVersion(), Payload: string(sn.GetPayload())})
+	if err != nil {
+		return nil, err
+	}
+	return append(out, b...), nil
+}
+
+// readStreamEnvelope is READ_STREAM's first frame (WIRE-V2 9.3, Go marshal
+// order); the paged fields appear for paged reads (limit given, or more
+// events than one answer holds).
+type readStreamEnvelope struct {
+	Status         string        `json:"status"`
+	Topic          string        `json:"topic"`
+	Key            string        `json:"key"`
+	Partition      int32         `json:"partition"`
+	Count          uint32        `json:"count"`
+	Snapshot       *snapshotJSON `json:"snapshot,omitempty"`
+	StreamVersion  *uint64       `json:"stream_version,omitempty"`
+	HasMore        *bool         `json:"has_more,omitempty"`
+	NextVersion    *uint64       `json:"next_version,omitempty"`
+	LifecycleEpoch *uint64       `json:"lifecycle_epoch,omitempty"`
+}
+
+// fromVersion reads from_version: default 1, a positive integer, else
+// invalid_from_version.
+func fromVersion(c *command.Call) (uint64, error) {
+	v, ok := c.Req.Get("from_version")
+	if !ok {
+		return 1, nil
+	}
+	n, err := strconv.ParseUint(v, 10, 64)
+	if err != nil || n == 0 {
+		return 0, errcode.InvalidFromVersion.New("from_version must be a positive integer", "from_version", param.Clip(v))
+	}
+	return n, nil
+}
+
+// readStream is READ_STREAM: a JSON envelope (with the snapshot when one
+// at or after from_version exists; the events then start after it), then
+// the batch of events. Early failures are one JSON ERROR frame.
+func (h *Handlers) readStream(ctx context.Context, c *command.Call) ([]byte, error) {
+	p := param.Read(c.Req, c.Command)
+	topic, key := p.Required(param.Topic), p.Required(keyParam)
+	limit, paged := p.OptIntIfSet("limit", 1, historyMaxPage)
+	if err := p.Err(); err != nil {
+		return command.JSONError(c.Out, err)
+	}
+	from, err := fromVersion(c)
+	if err != nil {
+		return command.JSONError(c.Out, err)
+	}
+	s, err := h.resolve(ctx, topic, key)
+	if err != nil {
+		return command.JSONError(c.Out, err)
+	}
+	resp, err := toLeader(ctx, h.r, s, streamv1.StreamServiceClient.ReadStream, func(t *metav1.Topic) *streamv1.ReadStreamRequest {
+		return &streamv1.ReadStreamRequest{Stream: s.ref(t), FromVersion: from, UseSnapshot: true, MaxRecords: uint32(limit)}
+	})
+	if err != nil {
+		return command.JSONError(c.Out, err)
+	}
+	env := readStreamEnvelope{Status: "OK", Topic: topic, Key: key, Partition: s.part, Count: resp.GetCount()}
+	if sn := resp.GetSnapshot(); sn != nil {
+		env.Snapshot = &snapshotJSON{Version: sn.GetVersion(), Payload: string(sn.GetPayload())}
+	}
+	if paged || resp.GetHasMore() {
+		head, more, next, epoch := resp.GetHeadVersion(), resp.GetHasMore(), resp.GetNextVersion(), resp.GetLifecycleEpoch()
+		env.StreamVersion, env.HasMore, env.NextVersion, env.LifecycleEpoch = &head, &more, &next, &epoch
+	}
+	batch, err := appendBatch(c.Out, topic, s.part, resp.GetRecords())
+	if err != nil {
+		return command.JSONError(c.Out, err)
+	}
+	if err := command.WriteEnvelope(c, env); err != nil {
+		return nil, err
+	}
+	return batch, nil
+}
+
+// historyEnvelope is READ_STREAM_HISTORY's first frame (WIRE-V2 9.3: the
+// fields the Go SDK reads, after READ_STREAM's identification).
+type historyEnvelope struct {
+	Status       string `json:"status"`
+	Topic        string `json:"topic"`
+	Key          string `json:"key"`
+	Partition    int32  `json:"partition"`
+	Count        uint32 `json:"count"`
+	NextVersion  uint64 `json:"next_version"`
+	HeadVersion  uint64 `json:"head_version"`
+	Completeness string `json:"completeness"`
+	HasMore      bool   `json:"has_more"`
+}
+
+// Completeness values of READ_STREAM_HISTORY.
+const (
+	// complete: every version from from_version up to the page's end is in
+	// the batch.
+	historyComplete = "complete"
+	// partial: retention removed versions the read asked for; the batch
+	// starts at the first retained one.
+	historyPartial = "partial"
+	// unknown: the log holds no event of the aggregate, so the broker
+	// cannot tell a new aggregate from one whose history retention
+	// removed entirely.
+	historyUnknown = "unknown"
+)
+
+// readStreamHistory is READ_STREAM_HISTORY: one page of raw events from
+// from_version (default 1) without snapshots, limit default 256 (at most
+// 1,024), with where the next page starts and whether the history is
+// complete.
+func (h *Handlers) readStreamHistory(ctx context.Context, c *command.Call) ([]byte, error) {
+	p := param.Read(c.Req, c.Command)
+	topic, key := p.Required(param.Topic), p.Required(keyParam)
+	limit := p.OptInt("limit", historyPage, 1, historyMaxPage)
+	if err := p.Err(); err != nil {
+		return command.JSONError(c.Out, err)
+	}
+	from, err := fromVersion(c)
+	if err != nil {
+		return command.JSONError(c.Out, err)
+	}
+	s, err := h.resolve(ctx, topic, key)
+	if err != nil {
+		return command.JSONError(c.Out, err)
+	}
+	resp, err := toLeader(ctx, h.r, s, streamv1.StreamServiceClient.ReadStream, func(t *metav1.Topic) *streamv1.ReadStreamRequest {
+		return &streamv1.ReadStreamRequest{Stream: s.ref(t), FromVersion: from, MaxRecords: uint32(limit)}
+	})
+	if err != nil {
+		return command.JSONError(c.Out, err)
+	}
+	env := historyEnvelope{Status: "OK", Topic: topic, Key: key, Partition: s.part, Count: resp.GetCount(),
+		NextVersion: resp.GetNextVersion(), HeadVersion: resp.GetHeadVersion(), HasMore: resp.GetHasMore()}
+	switch {
+	case resp.GetHeadVersion() == 0:
+		env.Completeness = historyUnknown
+	case from < resp.GetFirstRetainedVersion():
+		env.Completeness = historyPartial
+	default:
+		env.Completeness = historyComplete
+	}
+	batch, err := appendBatch(c.Out, topic, s.part, resp.GetRecords())
+	if err != nil {
+		return command.JSONError(c.Out, err)
+	}
+	if err := command.WriteEnvelope(c, env); err != nil {
+		return nil, err
+	}
+	return batch, nil
+}

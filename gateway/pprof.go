@@ -1,0 +1,57 @@
+package gateway
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/pprof"
+	"os"
+	"time"
+)
+
+// PprofEnv names the environment variable that, when set to a loopback
+// host:port, serves net/http/pprof for the whole process (every role of the
+// all-in-one shares it). It is off by default and refuses non-loopback
+// addresses so profiles (which expose memory contents) never leave the host.
+const PprofEnv = "STRATA_PPROF_ADDR"
+
+// startPprof binds the profiling listener when PprofEnv is set. It returns a
+// stop function (a no-op when profiling is off).
+func startPprof() (func(), error) {
+	addr := os.Getenv(PprofEnv)
+	if addr == "" {
+		return func() {}, nil
+	}
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, fmt.Errorf("gateway: %s=%q: %w", PprofEnv, addr, err)
+	}
+	if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
+		return nil, fmt.Errorf("gateway: %s=%q must be a loopback IP address", PprofEnv, addr)
+	}
+	lis, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("gateway: bind %s %s: %w", PprofEnv, addr, err)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		// Serve ends with ErrServerClosed on Shutdown; profiling is a debug
+		// aid, so any other end is not worth failing the process for.
+		_ = srv.Serve(lis)
+	}()
+	return func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		_ = srv.Shutdown(ctx)
+		<-done
+	}, nil
+}
