@@ -15,14 +15,17 @@ import (
 func TestProgressLines(t *testing.T) {
 	prod := &side{live: &liveHist{}}
 	tick := make(chan time.Time)
-	var out bytes.Buffer
+	// Each tick is followed by a wait for its line: the printer reads the
+	// counters after it receives the tick, so the next interval's records
+	// must not be added before the line is written.
+	out := &lineWriter{wrote: make(chan struct{}, 1)}
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Add(1)
 	start := time.Unix(1000, 0)
 	go func() {
 		defer wg.Done()
-		reportProgress(ctx, &out, tick, start, []namedSide{{"produce", prod}})
+		reportProgress(ctx, out, tick, start, []namedSide{{"produce", prod}})
 	}()
 	// First second: 1,000 records of 100 bytes, 99 fast requests, 1 slow.
 	prod.records.Add(1000)
@@ -32,11 +35,13 @@ func TestProgressLines(t *testing.T) {
 	}
 	prod.live.record(200 * time.Millisecond)
 	tick <- start.Add(time.Second)
+	<-out.wrote
 	// Second second: 3,000 more records, one error.
 	prod.records.Add(3000)
 	prod.bytes.Add(300_000)
 	prod.errors.Add(1)
 	tick <- start.Add(2 * time.Second)
+	<-out.wrote
 	cancel()
 	wg.Wait()
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
@@ -58,6 +63,18 @@ func TestProgressLines(t *testing.T) {
 	if q := prod.live.quantile(0.99); q < 199*time.Millisecond || q > 203*time.Millisecond {
 		t.Fatalf("p99 %v", q)
 	}
+}
+
+// lineWriter collects the printer's output and signals each write.
+type lineWriter struct {
+	bytes.Buffer
+	wrote chan struct{}
+}
+
+func (w *lineWriter) Write(p []byte) (int, error) {
+	n, err := w.Buffer.Write(p)
+	w.wrote <- struct{}{}
+	return n, err
 }
 
 // A run whose stderr is not a terminal prints no progress (auto), and one
