@@ -27,8 +27,8 @@ build: ## build every binary into .bin/ (static, CGO_ENABLED=0)
 	@mkdir -p $(BIN)
 	CGO_ENABLED=0 go build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN)/ $(PREFIX)/strata/cmd/... $(foreach r,$(ROLES),$(PREFIX)/$(r)/cmd/...)
 
-test: ## run every module's tests with -race (the CI test command)
-	go test $(RACE) -timeout $(TEST_TIMEOUT) -count=1 $(PKGS)
+test: ## run every module's tests with -race (the CI test command); failed tests are rerun once and named FLAKY if they pass
+	@bash scripts/test.sh $(RACE) -timeout $(TEST_TIMEOUT) -count=1 -- $(PKGS)
 
 test-short: ## quick pass: -short, no race detector
 	go test -short -timeout 10m $(PKGS)
