@@ -17,6 +17,7 @@ import (
 
 	"github.com/strataio/strata/libs/node"
 	"github.com/strataio/strata/libs/pki"
+	"github.com/strataio/strata/libs/rpc"
 	"github.com/strataio/strata/libs/telemetry"
 
 	"github.com/strataio/strata/coordinatord"
@@ -34,6 +35,10 @@ type Config struct {
 	Partitiond   partitiond.Config   `yaml:"partitiond"`
 	Coordinatord coordinatord.Config `yaml:"coordinatord"`
 	Gateway      gateway.Config      `yaml:"gateway"`
+
+	// InternalTLS makes the roles talk mTLS over loopback TCP, as separate
+	// processes do, instead of over in-memory links (docs/decisions.md).
+	InternalTLS bool `yaml:"internal_tls" help:"roles talk mTLS over loopback TCP instead of in-memory links (debugging the split deployment's transport)"`
 }
 
 // DefaultConfig returns the embedded defaults: node id "local", data in
@@ -100,6 +105,9 @@ func newServer(cfg Config, proc *node.Process) (*Server, error) {
 	dataDir, err := filepath.Abs(cfg.DataDir)
 	if err != nil {
 		return nil, err
+	}
+	if !cfg.InternalTLS {
+		proc.Links = rpc.NewLinks()
 	}
 	s := &Server{cfg: cfg, dataDir: dataDir, proc: proc, rpc: map[pki.Role]string{}}
 	ids := make([]pki.Identity, 0, len(hosted))
