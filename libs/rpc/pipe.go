@@ -14,11 +14,11 @@ import (
 // goroutines run without a rendezvous per frame; unlike a socket, nothing
 // crosses the kernel.
 type pipe struct {
-	mu      sync.Mutex
-	buf     []byte
-	r, n    int           // read position and buffered bytes
-	closed  bool          // the writing end closed: reads drain, then EOF
-	rclosed bool          // the reading end closed: writes fail
+	mu       sync.Mutex
+	buf      []byte
+	r, n     int           // read position and buffered bytes
+	closed   bool          // the writing end closed: reads drain, then EOF
+	rclosed  bool          // the reading end closed: writes fail
 	readable chan struct{} // cap 1: data arrived or closed
 	writable chan struct{} // cap 1: space freed or closed
 }
