@@ -202,8 +202,13 @@ func utoa(v uint64) string { return strconv.FormatUint(v, 10) }
 // that carry another lifecycle epoch.
 func (p *Partition) check(epoch uint64) error {
 	switch p.gone.Load() {
-	case goneDeleted, goneClosed:
+	case goneDeleted:
 		return errcode.PartitionNotFound.New("partition is not hosted on this node", p.fields()...)
+	case goneClosed:
+		// The node is shutting down (a clean stop moves leadership away
+		// first): requests that raced the close are retried on the new
+		// leader. partition_not_found would be final for the client.
+		return errcode.RoleUnavailable.New("partition server is shutting down", p.fields()...)
 	case goneTruncated:
 		cur := p.goneEpoch.Load()
 		if epoch < cur {
