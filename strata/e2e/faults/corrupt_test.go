@@ -36,17 +36,7 @@ func TestCorruptOffsetsRecordKeepsAllInOneNotReady(t *testing.T) {
 	srv := a.Server()
 	ctx, cl := framework.Connect(t, a, 2*time.Minute)
 	const topic, group = "corrupt-t", "corrupt-g"
-	if _, err := cl.CreateTopic(ctx, client.TopicConfig{Name: topic, Partitions: 1}); err != nil {
-		t.Fatal(err)
-	}
-	var j client.JoinResult
-	framework.Retry(t, ctx, func() (err error) {
-		j, err = cl.JoinGroup(ctx, group, "m", topic)
-		return err
-	})
-	if err := cl.CommitOffset(ctx, topic, 0, group, 7, j.Member, j.Generation); err != nil {
-		t.Fatal(err)
-	}
+	commitOneOffset(t, ctx, cl, topic, group, 7)
 
 	corruptOffsets(t, ctx, a, group)
 
@@ -138,6 +128,23 @@ func waitConsumerMetadataCorrupt(t *testing.T, healthAddr string) map[string]str
 	return checks
 }
 
+// commitOneOffset creates a one-partition topic and commits offset on it
+// for a member of group.
+func commitOneOffset(t *testing.T, ctx context.Context, cl *client.Client, topic, group string, offset uint64) {
+	t.Helper()
+	if _, err := cl.CreateTopic(ctx, client.TopicConfig{Name: topic, Partitions: 1}); err != nil {
+		t.Fatal(err)
+	}
+	var j client.JoinResult
+	framework.Retry(t, ctx, func() (err error) {
+		j, err = cl.JoinGroup(ctx, group, "m", topic)
+		return err
+	})
+	if err := cl.CommitOffset(ctx, topic, 0, group, offset, j.Member, j.Generation); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestDiagnosticsOnlyModeOverCorruptOffsets: restarted with
 // gateway.diagnostics_only over a corrupt offsets partition, the all-in-one
 // serves health and metrics, /ready reports the retained consumer_metadata
@@ -147,17 +154,7 @@ func TestDiagnosticsOnlyModeOverCorruptOffsets(t *testing.T) {
 	a := framework.StartAllInOne(t)
 	ctx, cl := framework.Connect(t, a, 2*time.Minute)
 	const topic, group = "diag-t", "diag-g"
-	if _, err := cl.CreateTopic(ctx, client.TopicConfig{Name: topic, Partitions: 1}); err != nil {
-		t.Fatal(err)
-	}
-	var j client.JoinResult
-	framework.Retry(t, ctx, func() (err error) {
-		j, err = cl.JoinGroup(ctx, group, "m", topic)
-		return err
-	})
-	if err := cl.CommitOffset(ctx, topic, 0, group, 3, j.Member, j.Generation); err != nil {
-		t.Fatal(err)
-	}
+	commitOneOffset(t, ctx, cl, topic, group, 3)
 	clientAddr := a.Server().ClientAddr()
 	corruptOffsets(t, ctx, a, group)
 	a.Stop()

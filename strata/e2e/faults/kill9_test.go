@@ -47,14 +47,8 @@ func acknowledgedAndCommittedSurviveKill9(t *testing.T, c framework.Killable) {
 // same data directories and reads every acknowledged record back at the
 // offset its acknowledgement named.
 func kill9UnderLoadLosesNoAck(t *testing.T, c framework.Killable) {
-	ctx, cl := framework.Connect(t, c, 3*time.Minute)
 	const topic, partitions, producers = "kill9-load", 4, 4
-	gateways := framework.ClientAddrs(c)
-	if _, err := cl.CreateTopic(ctx, client.TopicConfig{Name: topic, Partitions: partitions}); err != nil {
-		t.Fatal(err)
-	}
-	framework.Offsets(t, ctx, cl, topic) // every partition open on its leader
-	cl.Close()
+	ctx, gateways := loadTopic(t, c, topic, partitions)
 
 	type acked struct {
 		part   int32
@@ -121,7 +115,7 @@ func kill9UnderLoadLosesNoAck(t *testing.T, c framework.Killable) {
 	}
 
 	c.Start()
-	cl = framework.Dial(t, ctx, gateways[0])
+	cl := framework.Dial(t, ctx, gateways[0])
 	want := map[int32]map[uint64]string{}
 	var maxOff [partitions]uint64
 	for _, a := range all {

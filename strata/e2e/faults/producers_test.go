@@ -8,7 +8,22 @@ import (
 	"time"
 
 	"github.com/strataio/strata/libs/client"
+	"github.com/strataio/strata/strata/e2e/framework"
 )
+
+// loadTopic creates the topic of an under-load scenario on c and waits until
+// every partition is open on its leader; it returns the scenario's context
+// and c's gateways.
+func loadTopic(t *testing.T, c framework.Killable, topic string, partitions int) (context.Context, []string) {
+	t.Helper()
+	ctx, cl := framework.Connect(t, c, 3*time.Minute)
+	defer cl.Close()
+	if _, err := cl.CreateTopic(ctx, client.TopicConfig{Name: topic, Partitions: partitions}); err != nil {
+		t.Fatal(err)
+	}
+	framework.Offsets(t, ctx, cl, topic)
+	return ctx, framework.ClientAddrs(c)
+}
 
 // producerLoad is the load of the under-load fault scenarios: n producers,
 // producer g on its own connection to gateways[g%len(gateways)] and

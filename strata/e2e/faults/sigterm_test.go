@@ -21,14 +21,8 @@ import (
 // with status 0, and after a restart every acknowledged record is there at
 // its offset.
 func gracefulStopUnderLoadFailsOnlyRetryably(t *testing.T, c framework.Killable) {
-	ctx, cl := framework.Connect(t, c, 3*time.Minute)
 	const topic, partitions, producers = "sigterm-load", 4, 8
-	gateways := framework.ClientAddrs(c)
-	if _, err := cl.CreateTopic(ctx, client.TopicConfig{Name: topic, Partitions: partitions}); err != nil {
-		t.Fatal(err)
-	}
-	framework.Offsets(t, ctx, cl, topic) // every partition open on its leader
-	cl.Close()
+	ctx, gateways := loadTopic(t, c, topic, partitions)
 
 	var (
 		stopped  atomic.Bool // set once every process has exited
@@ -95,7 +89,7 @@ func gracefulStopUnderLoadFailsOnlyRetryably(t *testing.T, c framework.Killable)
 	}
 
 	c.Start()
-	cl = framework.Dial(t, ctx, gateways[0])
+	cl := framework.Dial(t, ctx, gateways[0])
 	for part, want := range acked {
 		var end uint64
 		for off := range want {
