@@ -3,7 +3,6 @@ package faults
 import (
 	"context"
 	"encoding/binary"
-	"encoding/json"
 	"io"
 	"net"
 	"net/http"
@@ -16,6 +15,7 @@ import (
 	"github.com/strataio/strata/libs/client"
 	"github.com/strataio/strata/libs/errcode"
 	"github.com/strataio/strata/libs/groups"
+	"github.com/strataio/strata/libs/looptest"
 	"github.com/strataio/strata/libs/pki"
 	"github.com/strataio/strata/libs/rpc"
 	"github.com/strataio/strata/libs/wire"
@@ -100,23 +100,14 @@ func corruptOffsets(t *testing.T, ctx context.Context, a *framework.AllInOne, gr
 // it returns the last checks.
 func waitConsumerMetadataCorrupt(t *testing.T, healthAddr string) map[string]string {
 	t.Helper()
-	ready := "http://" + healthAddr + "/ready"
 	var checks map[string]string
 	deadline := time.Now().Add(60 * time.Second)
 	for {
-		resp, err := http.Get(ready)
-		if err != nil {
-			t.Fatal(err)
+		code, got := looptest.ReadyChecks(t, healthAddr)
+		if code == http.StatusOK {
+			t.Fatalf("/ready 200 over a corrupt offsets partition: %v", got)
 		}
-		var body struct {
-			Checks map[string]string `json:"checks"`
-		}
-		_ = json.NewDecoder(resp.Body).Decode(&body)
-		resp.Body.Close()
-		if resp.StatusCode == http.StatusOK {
-			t.Fatalf("/ready 200 over a corrupt offsets partition: %v", body.Checks)
-		}
-		checks = body.Checks
+		checks = got
 		if strings.Contains(checks["consumer_metadata"], "unversioned_record") || time.Now().After(deadline) {
 			break
 		}
