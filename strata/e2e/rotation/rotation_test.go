@@ -3,8 +3,6 @@ package rotation
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
-	"encoding/pem"
 	"fmt"
 	"net"
 	"os"
@@ -17,6 +15,7 @@ import (
 	"github.com/strataio/strata/libs/client"
 	"github.com/strataio/strata/libs/clienttls"
 	"github.com/strataio/strata/libs/pki"
+	"github.com/strataio/strata/libs/pki/pkitest"
 	"github.com/strataio/strata/libs/rpc"
 	coordinatorv1 "github.com/strataio/strata/proto/strata/coordinator/v1"
 	metav1 "github.com/strataio/strata/proto/strata/meta/v1"
@@ -207,19 +206,7 @@ func probe(ctx context.Context, addr string, r pki.Role, admin *pki.Source, topi
 
 func serialOf(t *testing.T, certFile string) string {
 	t.Helper()
-	data, err := os.ReadFile(certFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, _ := pem.Decode(data)
-	if b == nil {
-		t.Fatalf("%s: not PEM", certFile)
-	}
-	c, err := x509.ParseCertificate(b.Bytes)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c.SerialNumber.String()
+	return pkitest.ReadCert(t, certFile).SerialNumber.String()
 }
 
 // waitServes handshakes with the role's server (10 s at most) until it
