@@ -166,34 +166,33 @@ func (s *Server) initMetad() (node.Service, error) {
 	return metad.New(env, cfg)
 }
 
-func (s *Server) initPartitiond() (node.Service, error) {
-	env, err := s.env(pki.RolePartitiond)
+// initDependent builds a role that dials metad: its environment, then the
+// role from its section cfg with metad's loopback address set through
+// metadAddrs (a field of *cfg).
+func initDependent[C any, R node.Service](s *Server, role pki.Role, cfg *C, metadAddrs *[]string,
+	newRole func(*node.RoleEnv, C) (R, error)) (R, error) {
+	env, err := s.env(role)
 	if err != nil {
-		return nil, err
+		var zero R
+		return zero, err
 	}
+	*metadAddrs = s.metadAddrs
+	return newRole(env, *cfg)
+}
+
+func (s *Server) initPartitiond() (node.Service, error) {
 	cfg := s.cfg.Partitiond
-	cfg.MetadAddrs = s.metadAddrs
-	return partitiond.New(env, cfg)
+	return initDependent(s, pki.RolePartitiond, &cfg, &cfg.MetadAddrs, partitiond.New)
 }
 
 func (s *Server) initCoordinatord() (node.Service, error) {
-	env, err := s.env(pki.RoleCoordinatord)
-	if err != nil {
-		return nil, err
-	}
 	cfg := s.cfg.Coordinatord
-	cfg.MetadAddrs = s.metadAddrs
-	return coordinatord.New(env, cfg)
+	return initDependent(s, pki.RoleCoordinatord, &cfg, &cfg.MetadAddrs, coordinatord.New)
 }
 
 func (s *Server) initGateway() (node.Service, error) {
-	env, err := s.env(pki.RoleGateway)
-	if err != nil {
-		return nil, err
-	}
 	cfg := s.cfg.Gateway
-	cfg.MetadAddrs = s.metadAddrs
-	gw, err := gateway.New(env, cfg)
+	gw, err := initDependent(s, pki.RoleGateway, &cfg, &cfg.MetadAddrs, gateway.New)
 	if err != nil {
 		return nil, err
 	}
