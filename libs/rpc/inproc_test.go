@@ -8,7 +8,6 @@ import (
 	"io"
 	"net"
 	"os"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -60,63 +59,6 @@ func peerNetwork(t *testing.T, conn *grpc.ClientConn) string {
 		t.Fatal(err)
 	}
 	return p.Addr.Network()
-}
-
-// The in-process link applies the same identity checks as the mTLS
-// handshake: the same matrix as TestMutualTLSMatrix, over links.
-func TestLinkIdentityMatrix(t *testing.T) {
-	good := pkitest.New(t)
-	other := pkitest.New(t)
-	links := NewLinks()
-	addr, hs := serveLinked(t, links, good.Source(t, pki.RolePartitiond, "p1"), Telemetry{})
-	f, err := good.CA.IssueToDir(good.Dir, "expired", pki.NodeSpec{
-		Identity:  pki.Identity{Role: pki.RoleGateway, NodeID: "old"},
-		NotBefore: time.Now().Add(-48 * time.Hour), Validity: time.Hour,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	expired, err := pki.NewSource(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cases := []struct {
-		name    string
-		opts    ClientOptions
-		wantErr string
-	}{
-		{"right CA and role", ClientOptions{Source: good.Source(t, pki.RoleGateway, "g1"), ServerRoles: []pki.Role{pki.RolePartitiond}}, ""},
-		{"wrong role is refused by policy", ClientOptions{Source: good.Source(t, pki.RoleCoordinatord, "c1")}, "peer_role_forbidden"},
-		{"client cert from another CA", ClientOptions{Source: other.Source(t, pki.RoleGateway, "g1")}, "router_not_available"},
-		{"expired client cert", ClientOptions{Source: expired}, "router_not_available"},
-		{"server with unexpected role", ClientOptions{Source: good.Source(t, pki.RoleGateway, "g1"), ServerRoles: []pki.Role{pki.RoleMetad}}, "router_not_available"},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			tc.opts.Links = links
-			conn, err := Dial(addr, tc.opts)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer conn.Close()
-			err = failFast(conn)
-			if tc.wantErr == "" {
-				if err != nil {
-					t.Fatalf("want success, got %v", err)
-				}
-				if hs.lastPeer != (pki.Identity{Role: pki.RoleGateway, NodeID: "g1"}) {
-					t.Fatalf("peer identity = %+v", hs.lastPeer)
-				}
-				if n := peerNetwork(t, conn); n != "inprocess" {
-					t.Fatalf("call went over %q, want the in-process link", n)
-				}
-				return
-			}
-			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
-				t.Fatalf("want error containing %q, got %v", tc.wantErr, err)
-			}
-		})
-	}
 }
 
 // A process with links still reaches other processes over mTLS TCP, and a
