@@ -15,6 +15,7 @@ import (
 	"github.com/strataio/strata/libs/rpc"
 	"github.com/strataio/strata/libs/wire"
 	metav1 "github.com/strataio/strata/proto/strata/meta/v1"
+	partitionv1 "github.com/strataio/strata/proto/strata/partition/v1"
 	streamv1 "github.com/strataio/strata/proto/strata/stream/v1"
 
 	"github.com/strataio/strata/partitiond/internal/partition"
@@ -199,7 +200,7 @@ func (s *streamService) AppendStream(ctx context.Context, req *streamv1.AppendSt
 
 	var dupOffset uint64
 	guard := func() error {
-		head, err := sp.idx.Head(ctx, key)
+		head, err := sp.idx.Head(ctx, key, "")
 		if err != nil {
 			return err
 		}
@@ -231,7 +232,7 @@ func (s *streamService) AppendStream(ctx context.Context, req *streamv1.AppendSt
 		ISRSize:        rt.isr,
 		MinISR:         rt.minISRReplicated,
 		Guard:          guard,
-		Appended:       func(base uint64) { sp.idx.Appended(key, ver, base) },
+		Appended:       func(base uint64) { sp.idx.Appended(key, ver, base, "") },
 	})
 	if errors.Is(err, errDuplicateEvent) {
 		if err := waitCommitted(ctx, rt.part, dupOffset+1); err != nil {
@@ -250,6 +251,71 @@ func (s *streamService) AppendStream(ctx context.Context, req *streamv1.AppendSt
 	}
 	s.r.m.streamAppends.WithLabelValues("ok").Inc()
 	return &streamv1.AppendStreamResponse{Version: ver, Offset: pa.Result.BaseOffset}, nil
+}
+
+// txnEventGuard returns the version check of a transactional append to an
+// event-sourcing topic (TXN_APPEND_STREAM through the transaction
+// coordinator's TxnAppend): when the append is one event (a record with a
+// key and an aggregate version), its version must be the stream's head + 1,
+// counting the undecided events of the same transaction, under the append
+// lock; a stream another transaction holds is concurrent_transactions. The
+// index then counts the event as the transaction's until its marker.
+// Other transactional writes (TXN_PUBLISH records) pass unchecked.
+func (r *Role) txnEventGuard(ctx context.Context, rt *route, req *partitionv1.AppendRequest) (func() error, func(uint64), error) {
+	set := req.GetRecords()
+	var key string
+	var ver uint64
+	events := 0
+	for len(set) > 0 {
+		rec, rest, ok, bad := record.Next(set)
+		if bad {
+			return nil, nil, errcode.InvalidParameter.New("record set does not split into records", "param", "records")
+		}
+		if !ok {
+			break
+		}
+		set = rest
+		v, err := wire.ParseRecord(rec)
+		if err != nil {
+			return nil, nil, err
+		}
+		k, hasKey := v.Key()
+		n, hasVer := v.AggregateVersion()
+		if !hasVer {
+			continue
+		}
+		if !hasKey || n == 0 {
+			return nil, nil, errcode.InvalidParameter.New("an event needs a key and a version of at least 1", "param", "record")
+		}
+		key, ver = string(k), n
+		events++
+	}
+	if events == 0 {
+		return nil, nil, nil
+	}
+	if events > 1 || req.GetRecordCount() != 1 {
+		return nil, nil, errcode.InvalidParameter.New("a transactional event append carries one event", "param", "records")
+	}
+	sp := r.streamParts.get(rt.part)
+	producer := req.GetProducerId()
+	guard := func() error {
+		head, err := sp.idx.Head(ctx, key, producer)
+		if err != nil {
+			r.m.streamAppends.WithLabelValues(streamResult(err)).Inc()
+			return err
+		}
+		if ver != head+1 {
+			r.m.streamAppends.WithLabelValues("version_conflict").Inc()
+			return errcode.VersionConflict.New("version must be the stream's current version + 1", "current", utoa(head),
+				"expected", utoa(ver), "topic", rt.topic.GetConfig().GetName(), "key", key)
+		}
+		return nil
+	}
+	appended := func(base uint64) {
+		sp.idx.Appended(key, ver, base, producer)
+		r.m.streamAppends.WithLabelValues("ok").Inc()
+	}
+	return guard, appended, nil
 }
 
 func streamResult(err error) string {
