@@ -58,6 +58,10 @@ type streamPart struct {
 	// caught is how far this follower's snapshot catch-up got: the
 	// leader's store incarnation and its change sequence.
 	caught snapshotCursor
+	// heads is how far this follower got with its leader's removed stream
+	// heads (snapshotCursor's storeID and seq are the index's headsID and
+	// headsSeq).
+	heads snapshotCursor
 }
 
 // snapshotCursor is a position in a leader's snapshot change sequence.
@@ -692,6 +696,19 @@ func (s *streamService) ListSnapshots(ctx context.Context, req *streamv1.ListSna
 		for _, sn := range list {
 			resp.Snapshots = append(resp.Snapshots, &streamv1.Snapshot{Key: sn.Key, Version: sn.Version})
 		}
+		if req.GetWithHeads() {
+			id, seq, heads, err := sp.idx.RemovedHeads()
+			if err != nil {
+				return nil, err
+			}
+			resp.HeadsId, resp.HeadsSeq = id, seq
+			if id != req.GetHeadsId() || seq != req.GetHeadsSeq() {
+				resp.HeadsChanged = true
+				for k, h := range heads {
+					resp.RemovedHeads = append(resp.RemovedHeads, &streamv1.Snapshot{Key: k, Version: h})
+				}
+			}
+		}
 		return resp, nil
 	}
 	for _, k := range req.GetKeys() {
@@ -781,9 +798,31 @@ func (r *Role) catchUpSnapshots(ctx context.Context, v interface {
 	if cur := sp.cursor(); cur.leader == leader {
 		base.StoreId, base.SinceSeq = cur.storeID, cur.seq
 	}
+	// The leader's heads of removed streams come with the listing, whole,
+	// when they changed since this follower last took them.
+	base.WithHeads = true
+	sp.mu.Lock()
+	if sp.heads.leader == leader {
+		base.HeadsId, base.HeadsSeq = sp.heads.storeID, sp.heads.seq
+	}
+	sp.mu.Unlock()
 	list, err := c.ListSnapshots(ctx, base)
 	if err != nil {
 		return err
+	}
+	if list.GetHeadsChanged() {
+		heads := make(map[string]uint64, len(list.GetRemovedHeads()))
+		for _, h := range list.GetRemovedHeads() {
+			heads[h.GetKey()] = h.GetVersion()
+		}
+		if err := sp.idx.MergeHeads(heads); err != nil {
+			return err
+		}
+	}
+	if list.GetHeadsId() != 0 {
+		sp.mu.Lock()
+		sp.heads = snapshotCursor{leader: leader, storeID: list.GetHeadsId(), seq: list.GetHeadsSeq()}
+		sp.mu.Unlock()
 	}
 	st, err := sp.snapshots()
 	if err != nil {

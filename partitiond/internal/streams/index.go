@@ -11,6 +11,7 @@ package streams
 
 import (
 	"context"
+	"math/rand/v2"
 	"slices"
 	"sort"
 	"strconv"
@@ -65,6 +66,10 @@ type Index struct {
 	// streams end in undecided events of its transaction
 	// (TXN_APPEND_STREAM); its marker decides them.
 	pending map[string][]string
+	// headsID and headsSeq name the current set of removed heads (a random
+	// id per index, a change count): a follower's catch-up fetches the set
+	// only when they changed (RemovedHeads, MergeHeads).
+	headsID, headsSeq uint64
 }
 
 // Stray is a record of a key whose aggregate version does not continue the
@@ -96,7 +101,8 @@ func (s *stream) head() uint64 { return s.first + uint64(len(s.offsets)) - 1 }
 
 // NewIndex returns an empty index over src; the first use builds it.
 func NewIndex(src Source) *Index {
-	return &Index{src: src, streams: map[string]*stream{}, strays: map[string]Stray{}, pending: map[string][]string{}}
+	return &Index{src: src, streams: map[string]*stream{}, strays: map[string]Stray{}, pending: map[string][]string{},
+		headsID: rand.Uint64() | 1}
 }
 
 // syncLocked brings the index up to the log's durable end, rebuilding it
@@ -197,6 +203,63 @@ func (x *Index) Retain(ls uint64) error {
 		return err
 	}
 	x.removed = heads
+	x.headsSeq++
+	return nil
+}
+
+// RemovedHeads returns the heads of the streams retention removed entirely
+// (the heads file's set) with the id and sequence naming the set.
+func (x *Index) RemovedHeads() (id, seq uint64, heads map[string]uint64, err error) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if err := x.syncLocked(); err != nil {
+		return 0, 0, nil, err
+	}
+	heads = make(map[string]uint64, len(x.removed))
+	for k, h := range x.removed {
+		heads[k] = h
+	}
+	return x.headsID, x.headsSeq, heads, nil
+}
+
+// MergeHeads adds a leader's removed heads (RemovedHeads) to this
+// replica's: a follower whose log was skipped past the leader's log start
+// never ran the retention that removed those streams, so without them it
+// would restart their versions at 1 once it leads. A stream whose events
+// the log holds keeps the log's head; the others take the higher head. The
+// merged set is written to the heads file before it is used, so a restart
+// keeps it.
+func (x *Index) MergeHeads(heads map[string]uint64) error {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if err := x.syncLocked(); err != nil {
+		return err
+	}
+	merged := make(map[string]uint64, len(x.removed)+len(heads))
+	for k, h := range x.removed {
+		merged[k] = h
+	}
+	var added []string
+	for k, h := range heads {
+		if s := x.streams[k]; h == 0 || (s != nil && (len(s.offsets) > 0 || s.head() >= h)) || merged[k] >= h {
+			continue
+		}
+		merged[k] = h
+		added = append(added, k)
+	}
+	if len(added) == 0 {
+		return nil
+	}
+	if x.src.Dir() != "" {
+		if err := writeHeads(x.src.Dir(), merged); err != nil {
+			return err
+		}
+	}
+	x.removed = merged
+	x.headsSeq++
+	for _, k := range added {
+		x.streams[k] = &stream{first: merged[k] + 1}
+	}
 	return nil
 }
 

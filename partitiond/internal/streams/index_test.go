@@ -261,3 +261,40 @@ func TestIndexTransactionalEvents(t *testing.T) {
 		t.Fatalf("running index after abort: %d %v", h, err)
 	}
 }
+
+// TestIndexMergeHeads: a leader's removed heads fill in the streams this
+// log knows nothing of (or only an older removed head of), never one whose
+// events the log holds, and survive a rebuild through the heads file.
+func TestIndexMergeHeads(t *testing.T) {
+	ctx := context.Background()
+	l := &memLog{dir: t.TempDir()}
+	l.add(t, "live", 1)
+	x := NewIndex(l)
+	id, seq, heads, err := x.RemovedHeads()
+	if err != nil || id == 0 || seq != 0 || len(heads) != 0 {
+		t.Fatalf("empty heads %d %d %v %v", id, seq, heads, err)
+	}
+	if err := x.MergeHeads(map[string]uint64{"live": 9, "gone": 4}); err != nil {
+		t.Fatal(err)
+	}
+	if err := x.MergeHeads(map[string]uint64{"gone": 2}); err != nil { // an older head changes nothing
+		t.Fatal(err)
+	}
+	for key, want := range map[string]uint64{"live": 1, "gone": 4} {
+		if h, _ := x.Head(ctx, key, ""); h != want {
+			t.Fatalf("head %s = %d, want %d", key, h, want)
+		}
+	}
+	if _, seq, heads, _ := x.RemovedHeads(); seq != 1 || len(heads) != 1 || heads["gone"] != 4 {
+		t.Fatalf("heads after merge: seq %d %v", seq, heads)
+	}
+	l.rewinds++ // a rebuild of a fresh index from the log and the heads file
+	y := NewIndex(l)
+	if h, _ := y.Head(ctx, "gone", ""); h != 4 {
+		t.Fatalf("head after rebuild = %d", h)
+	}
+	l.add(t, "gone", 5)
+	if h, _ := y.Head(ctx, "gone", ""); h != 5 {
+		t.Fatalf("head after the next append = %d", h)
+	}
+}
