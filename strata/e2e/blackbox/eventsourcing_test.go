@@ -524,6 +524,33 @@ func txnAppends(t *testing.T, c framework.Cluster, ctx context.Context, cl *clie
 			t.Fatalf("%s read: %v", tc.name, got)
 		}
 	}
+
+	// Fencing: a new INIT_PRODUCER_ID aborts the open transaction, and its
+	// version comes back (once the abort marker is written: until then a
+	// plain append is refused retryably).
+	if err := tp.Begin(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tp.AppendStream(ctx, ev("cart", 6, "fenced")); err != nil {
+		t.Fatal(err)
+	}
+	if err := tp.Begin(ctx); err != nil {
+		t.Fatal(err)
+	}
+	framework.Retry(t, ctx, func() error {
+		_, err := cl.AppendStream(ctx, ev("cart", 6, "plain-6"))
+		if err != nil && !errcode.IsRetryable(err) {
+			t.Fatalf("plain append after the fencing: %v", err)
+		}
+		return err
+	})
+	if err := tp.Abort(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r, err = cl.ReadStream(ctx, "es-txn", "cart", 6, 0)
+	if err != nil || r.Count != 1 || string(r.Events[0].Payload) != "plain-6" {
+		t.Fatalf("read after the fencing: %+v %v", r, err)
+	}
 }
 
 func containsCode(v any, code string) bool {
