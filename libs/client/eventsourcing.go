@@ -77,6 +77,58 @@ func (c *Client) AppendStream(ctx context.Context, e Event) (AppendResult, error
 	return res, err
 }
 
+// TxnAppendStream is TXN_APPEND_STREAM: e appended inside s's open
+// transaction with seqNum (> 0; a retry with the same seqNum is answered
+// once). e's ProducerID, SeqNum and Epoch are not used: the session's are
+// stored. The version counts the transaction's own earlier events of the
+// aggregate; while another transaction holds uncommitted versions of it the
+// answer is the retryable concurrent_transactions (reason
+// aggregate_in_transaction). The event becomes visible when the
+// transaction commits; an abort gives its version back.
+func (c *Client) TxnAppendStream(ctx context.Context, s ProducerSession, seqNum uint64, e Event) (AppendResult, error) {
+	req := params(append(s.kv(), "seqNum", strconv.FormatUint(seqNum, 10), "topic", e.Topic, "key", e.Key,
+		"version", strconv.FormatUint(e.Version, 10), "event_type", e.EventType, "event_id", e.EventID)...)
+	if e.SchemaVersion != 0 {
+		req.Add("schema_version", strconv.FormatUint(uint64(e.SchemaVersion), 10))
+	}
+	if e.Metadata != "" {
+		req.Add("metadata", e.Metadata)
+	}
+	req.Add("message", string(e.Payload))
+	r, err := c.ok(ctx, wire.CmdTxnAppendStream, req)
+	if err != nil {
+		return AppendResult{}, err
+	}
+	var res AppendResult
+	if res.Version, err = r.Uint("version"); err != nil {
+		return res, err
+	}
+	if res.Offset, err = r.Uint("offset"); err != nil {
+		return res, err
+	}
+	p, err := r.Int("partition")
+	res.Partition, res.Duplicate = int32(p), r.Bool("duplicate")
+	return res, err
+}
+
+// AppendStream appends e inside the producer's open transaction
+// (TXN_APPEND_STREAM with the next seqNum); retryable failures, an
+// aggregate held by another transaction included, are retried until ctx
+// ends.
+func (p *TxnProducer) AppendStream(ctx context.Context, e Event) (AppendResult, error) {
+	if !p.open {
+		return AppendResult{}, errcode.TransactionNotFound.New("no open transaction; Begin first", "transactional_id", p.id)
+	}
+	p.seq++
+	seq := p.seq
+	var res AppendResult
+	err := retry(ctx, func() (err error) {
+		res, err = p.c.TxnAppendStream(ctx, p.s, seq, e)
+		return err
+	})
+	return res, err
+}
+
 // StreamVersion is STREAM_VERSION: the aggregate's version, 0 when unknown.
 func (c *Client) StreamVersion(ctx context.Context, topic, key string) (uint64, error) {
 	r, err := c.ok(ctx, wire.CmdStreamVersion, params("topic", topic, "key", key))
