@@ -63,7 +63,15 @@ var errCopierKilled = errors.New("copier killed")
 type txfCopierSlot struct {
 	slot      int
 	kill      atomic.Bool
+	killAt    atomic.Int64 // unix nanoseconds of the kill request
 	instances atomic.Int32
+	midTxn    atomic.Int32 // kills that cut a transaction in the middle
+}
+
+// requestKill asks the running instance to die in its next transaction.
+func (s *txfCopierSlot) requestKill() {
+	s.killAt.Store(time.Now().UnixNano())
+	s.kill.Store(true)
 }
 
 func (s *txfCopierSlot) run(ctx context.Context, addr string, copied, allowed *atomic.Int64, done *atomic.Bool, errs chan<- error) {
@@ -79,7 +87,14 @@ func (s *txfCopierSlot) run(ctx context.Context, addr string, copied, allowed *a
 				MaxRecords: txfBatch, WaitMS: 200, HeartbeatInterval: time.Second}})
 		killed := false
 		for ctx.Err() == nil && !done.Load() && !killed {
-			if copied.Load() >= allowed.Load() {
+			if s.kill.Load() && time.Since(time.Unix(0, s.killAt.Load())) > 20*time.Second {
+				// No transaction came (no partition assigned, say): die
+				// between transactions.
+				cl.Close()
+				killed = true
+				break
+			}
+			if copied.Load() >= allowed.Load() && !s.kill.Load() {
 				time.Sleep(50 * time.Millisecond) // the next fault first
 				continue
 			}
@@ -98,6 +113,7 @@ func (s *txfCopierSlot) run(ctx context.Context, addr string, copied, allowed *a
 			switch {
 			case errors.Is(err, errCopierKilled):
 				killed = true
+				s.midTxn.Add(1)
 			case err != nil:
 				time.Sleep(100 * time.Millisecond) // a failover or a rebalance settles
 			default:
@@ -297,7 +313,7 @@ func TestTxnFaults(t *testing.T) {
 		} else {
 			before := f.slot.instances.Load()
 			t.Logf("fault: kill copier %d (instance %d) at %d copied (%v)", f.slot.slot, before, copied.Load(), time.Since(start).Round(time.Second))
-			f.slot.kill.Store(true)
+			f.slot.requestKill()
 			framework.Eventually(t, 3*time.Minute, "copier replaced", func() (bool, string) {
 				return f.slot.instances.Load() > before || done.Load(), "copier still running"
 			})
@@ -306,6 +322,9 @@ func TestTxnFaults(t *testing.T) {
 		allowed.Add(step)
 	}
 	allowed.Store(int64(plan.messages) * 2)
+	for _, sl := range slots {
+		counts["copier-mid-transaction"] += int(sl.midTxn.Load())
+	}
 	framework.Eventually(t, plan.timeout, "copy complete", func() (bool, string) {
 		select {
 		case err := <-errs:

@@ -30,10 +30,10 @@ import (
 // retryable availability error (a coordinator being killed) puts the frame
 // back for a later replay.
 type TxnReplayProxy struct {
-	t      testing.TB
 	ln     net.Listener
 	target string
 	sample int
+	negot  []byte // the negotiation frame of a replay connection
 
 	mu       sync.Mutex
 	held     []heldFrame
@@ -75,7 +75,7 @@ func StartTxnReplayProxy(t testing.TB, target string, sample int) *TxnReplayProx
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &TxnReplayProxy{t: t, ln: ln, target: target, sample: max(sample, 1), maxEpoch: map[string]epochKey{},
+	p := &TxnReplayProxy{negot: wiretest.NegotiationFrame(t, wire.CompressionNone), ln: ln, target: target, sample: max(sample, 1), maxEpoch: map[string]epochKey{},
 		conns: map[net.Conn]struct{}{}, stats: ReplayStats{Other: map[string]int{}}}
 	p.wg.Add(1)
 	go p.accept()
@@ -258,7 +258,7 @@ func (p *TxnReplayProxy) Replay() (int, error) {
 		return 0, err
 	}
 	defer nc.Close()
-	if _, err := nc.Write(wiretest.NegotiationFrame(p.t)); err != nil {
+	if _, err := nc.Write(p.negot); err != nil {
 		back(due)
 		return 0, err
 	}
