@@ -335,14 +335,21 @@ func TestTxnFaults(t *testing.T) {
 	})
 	copyTime := time.Since(start)
 
-	// The copiers are done: a fresh INIT_PRODUCER_ID per transactional id
-	// (what a restarted copier does) overtakes the last epochs, so every
-	// frame the proxy held is now old; replay until none is left.
+	// The copiers are done: one more (empty, aborted) transaction per
+	// transactional id through the proxy, as a restarted copier would
+	// begin, overtakes the last epochs, so every frame the proxy held is
+	// now old; replay until none is left.
+	// (The abort goes around the proxy: the proxy would hold it, and
+	// nothing overtakes this last epoch.)
+	last := framework.Dial(t, ctx, proxy.Addr())
 	for i := range txfCopiers {
-		framework.Retry(t, ctx, func() error {
-			_, err := admin.InitProducerID(ctx, fmt.Sprintf("txf-copier-%d", i))
+		var s client.ProducerSession
+		framework.Retry(t, ctx, func() (err error) {
+			s, err = last.InitProducerID(ctx, fmt.Sprintf("txf-copier-%d", i))
 			return err
 		})
+		framework.Retry(t, ctx, func() error { _, err := last.BeginTxn(ctx, s); return err })
+		framework.Retry(t, ctx, func() error { _, err := admin.EndTxn(ctx, s, false); return err })
 	}
 	framework.Eventually(t, 2*time.Minute, "held frames replayed", func() (bool, string) {
 		n, err := proxy.Replay()
@@ -387,6 +394,10 @@ func TestTxnFaults(t *testing.T) {
 	st := proxy.Stats()
 	if len(st.Accepted) > 0 {
 		t.Errorf("%d old-epoch messages accepted, first %v", len(st.Accepted), st.Accepted[:min(5, len(st.Accepted))])
+	}
+	if st.Dropped > 0 || st.Pending > 0 || st.Refused != st.Held {
+		t.Errorf("of %d held old-epoch frames %d were refused with a fencing error, %d given up (answers %v), %d still held",
+			st.Held, st.Refused, st.Dropped, st.Other, st.Pending)
 	}
 	if st.Refused < plan.minReplays {
 		t.Errorf("only %d old-epoch messages refused (held %d, replayed %d, other answers %v), want at least %d",

@@ -52,6 +52,8 @@ type ReplayStats struct {
 	Refused  int            // answered with a fencing error
 	Accepted []string       // answered OK: an old-epoch message got through
 	Other    map[string]int // other answers by code (retried when retryable)
+	Dropped  int            // frames given up: a non-fencing refusal, or retryable ones 20 times
+	Pending  int            // frames still held
 }
 
 type epochKey struct {
@@ -91,6 +93,7 @@ func (p *TxnReplayProxy) Stats() ReplayStats {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	s := p.stats
+	s.Pending = len(p.held)
 	s.Accepted = append([]string(nil), s.Accepted...)
 	s.Other = map[string]int{}
 	for k, v := range p.stats.Other {
@@ -299,6 +302,8 @@ func (p *TxnReplayProxy) Replay() (int, error) {
 			if ans.Retryable && f.retries < 20 {
 				f.retries++
 				p.held = append(p.held, f)
+			} else {
+				p.stats.Dropped++
 			}
 		}
 		p.mu.Unlock()
