@@ -215,9 +215,13 @@ func (n *Node) countCompaction(result, reason string) {
 // once that end is durable, and returns the offset it covers. The snapshot
 // is taken under the append lock, so it describes exactly the batches below
 // the returned offset.
+//
+// The transaction index is checkpointed with it, as of the same offset, so
+// a partition that opens scans only the log after it (rebuildTxns).
 func (p *Partition) checkpointProducers(sync bool) (uint64, error) {
 	p.mu.Lock()
 	snap := p.producers.Snapshot()
+	txns := p.txns.Encode()
 	end := p.log.EndOffset()
 	p.mu.Unlock()
 	if err := p.log.WaitDurable(context.Background(), end); err != nil {
@@ -228,6 +232,9 @@ func (p *Partition) checkpointProducers(sync bool) (uint64, error) {
 		entries[i] = statestore.ProducerEntry{ID: e.ID, State: producer.Encode(&e.State)}
 	}
 	if err := p.node.state.PutProducerCheckpoint(p.topic, p.id, end, entries, sync); err != nil {
+		return 0, err
+	}
+	if err := p.node.state.PutTxnCheckpoint(p.topic, p.id, end, txns, sync); err != nil {
 		return 0, err
 	}
 	p.producerCovered = end
