@@ -95,7 +95,7 @@ const (
 	KeyHWM             = "hwm"
 	KeyProducerCkpt    = "prodckpt"
 	PrefixProducer     = "prod/"
-	PrefixTransactions = "txn/"    // transaction index: KeyTxnCkpt
+	PrefixTransactions = "txn/" // transaction index: KeyTxnCkpt
 	KeyTxnCkpt         = PrefixTransactions + "ckpt"
 	PrefixESIndex      = "esidx/"  // reserved: event-sourcing aggregate index
 	PrefixESSnapshot   = "essnap/" // reserved: event-sourcing snapshots
