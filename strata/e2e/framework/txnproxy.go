@@ -26,9 +26,9 @@ import (
 // been overtaken — the proxy saw a later epoch of the same transactional_id
 // and producerId, which only a durable INIT_PRODUCER_ID can have issued —
 // on a fresh connection, and tallies the answers: each must be refused with
-// a fencing error (stale_producer_epoch, producer_fenced). An answer of a
-// retryable availability error (a coordinator being killed) puts the frame
-// back for a later replay.
+// a fencing error (stale_producer_epoch, producer_fenced). A retryable
+// answer (a coordinator being killed) puts the frame back for a later
+// replay.
 type TxnReplayProxy struct {
 	ln     net.Listener
 	target string
@@ -52,7 +52,7 @@ type ReplayStats struct {
 	Refused  int            // answered with a fencing error
 	Accepted []string       // answered OK: an old-epoch message got through
 	Other    map[string]int // other answers by code (retried when retryable)
-	Dropped  int            // frames given up: a non-fencing refusal, or retryable ones 20 times
+	Dropped  int            // frames given up: refused with a non-retryable error other than fencing
 	Pending  int            // frames still held
 }
 
@@ -66,7 +66,6 @@ type heldFrame struct {
 	payload []byte
 	tid     string
 	session epochKey
-	retries int
 }
 
 // StartTxnReplayProxy listens on a loopback port and forwards to target;
@@ -299,8 +298,7 @@ func (p *TxnReplayProxy) Replay() (int, error) {
 			p.stats.Refused++
 		default:
 			p.stats.Other[ans.Code]++
-			if ans.Retryable && f.retries < 20 {
-				f.retries++
+			if ans.Retryable { // a coordinator or leader moving: later
 				p.held = append(p.held, f)
 			} else {
 				p.stats.Dropped++
