@@ -17,7 +17,7 @@ VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev
 REVISION ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
 LDFLAGS  := -X $(PREFIX)/libs/buildinfo.Version=$(VERSION) -X $(PREFIX)/libs/buildinfo.Revision=$(REVISION)
 
-.PHONY: help build test test-short lint vet fmt-check boundaries fuzz fuzz-replay bench bench-replication bench-streams race-streams soak txn-faults rotation rotation-short proto proto-check tools tidy tidy-check run clean
+.PHONY: help build test test-short lint vet fmt-check boundaries fuzz fuzz-replay bench bench-replication bench-report bench-streams race-streams soak txn-faults rotation rotation-short proto proto-check tools tidy tidy-check run clean
 .PHONY: image compose-up compose-down compose-test
 
 help: ## list targets
@@ -27,8 +27,8 @@ build: ## build every binary into .bin/ (static, CGO_ENABLED=0)
 	@mkdir -p $(BIN)
 	CGO_ENABLED=0 go build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN)/ $(PREFIX)/strata/cmd/... $(foreach r,$(ROLES),$(PREFIX)/$(r)/cmd/...)
 
-test: ## run every module's tests with -race (the CI test command)
-	go test $(RACE) -timeout $(TEST_TIMEOUT) -count=1 $(PKGS)
+test: ## run every module's tests with -race (the CI test command); failed tests are rerun once and named FLAKY if they pass
+	@bash scripts/test.sh $(RACE) -timeout $(TEST_TIMEOUT) -count=1 -- $(PKGS)
 
 test-short: ## quick pass: -short, no race detector
 	go test -short -timeout 10m $(PKGS)
@@ -53,6 +53,9 @@ bench: ## run the Go benchmarks of codec and storage, printing figures
 
 bench-replication: ## RF 3 acks=all through 3 partitiond processes vs the all-in-one's acks=1, with follower lag (STRATA_BENCH_DURATION=8s)
 	STRATA_BENCH=1 go test -count=1 -timeout 20m -v -run '^TestReplicationThroughput$$' $(PREFIX)/strata/e2e/perf
+
+bench-report: ## issue 17's table on a fresh all-in-one per workload: publish 100 B / 1 KiB, single durable publish, consume 1M; CPU per record, peak and idle RSS
+	STRATA_BENCH=1 go test -count=1 -timeout 30m -v -run '^TestBenchReport$$' $(PREFIX)/strata/e2e/perf
 
 bench-streams: ## event sourcing on the all-in-one: APPEND_STREAM p50/p99 and rate (1 and 1,000 aggregates), READ_STREAM of 10,000 events with/without a snapshot
 	STRATA_BENCH=1 go test -count=1 -timeout 20m -v -run '^TestStreamThroughput$$' $(PREFIX)/strata/e2e/perf

@@ -565,7 +565,7 @@ func (r *Role) txnPublish(ctx context.Context, req *coordinatorv1.TxnPublishRequ
 		seq := e.partSeq[tp] + 1
 		ar, err := r.txnAppend(ctx, s, e, tp, seq, req)
 		if err != nil {
-			if errcode.IsRetryable(err) || errcode.CodeOf(err) == errcode.RequestTimeout.Name() {
+			if (errcode.IsRetryable(err) || errcode.CodeOf(err) == errcode.RequestTimeout.Name()) && !refusedBeforeWrite(err) {
 				// The append may or may not be stored: abort rather than
 				// risk a sequence the partition would take as a repeat.
 				if ab := e.t.ForceAbort(r.now()); ab != nil && r.persistTxn(ctx, s, e, ab) == nil {
@@ -585,6 +585,16 @@ func (r *Role) txnPublish(ctx context.Context, req *coordinatorv1.TxnPublishRequ
 		return nil
 	})
 	return resp, err
+}
+
+// refusedBeforeWrite reports a retryable TxnAppend refusal that certainly
+// stored nothing: partitiond's event version check found the aggregate held
+// by another transaction (TXN_APPEND_STREAM; checked under the append lock,
+// after the dedup check, so no earlier attempt of this append is stored).
+// The transaction stays open and the client may retry.
+func refusedBeforeWrite(err error) bool {
+	return errcode.CodeOf(err) == errcode.ConcurrentTransactions.Name() &&
+		errcode.From(err).Field("reason") == "aggregate_in_transaction"
 }
 
 // checkTxnTopic refuses internal topics and unknown partitions.

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -115,6 +116,14 @@ func TestTableBClientSeesItsIDs(t *testing.T) {
 	f := cl.MustRead()
 	if want, _ := wire.TableB.ID(wire.CmdFindCoordinator); f.Header.Command != want || f.Header.RequestID != id || f.Header.Status != wire.StatusOK {
 		t.Fatalf("reply %+v %q (want command id %d)", f.Header, f.Payload, want)
+	}
+	// TXN_APPEND_STREAM is 29 in table B (54 in table A); its answers carry
+	// the client's id.
+	cl.OK("CREATE topic=plain partitions=1")
+	id = cl.SendText("TXN_APPEND_STREAM transactional_id=t producerId=p epoch=1 seqNum=1 topic=plain key=k version=1 message=x")
+	f = cl.MustRead()
+	if f.Header.Command != 29 || f.Header.RequestID != id || f.Header.Status == wire.StatusOK || !strings.Contains(string(f.Payload), "event_sourcing_not_enabled") {
+		t.Fatalf("TXN_APPEND_STREAM reply %+v %q", f.Header, f.Payload)
 	}
 }
 

@@ -176,7 +176,9 @@ func TestPublishRoutingAndRules(t *testing.T) {
 	cl.FailWith("PUBLISH topic=keyed producerId=p acks=2 message=x", "invalid_parameter")
 	cl.FailWith("PUBLISH topic=keyed message=x", "missing_producer_id")
 	cl.FailWith("PUBLISH topic=keyed producerId=p partition=9 message=x", "partition_not_found")
-	cl.FailWith("TXN_APPEND_STREAM transactional_id=t1 topic=keyed key=k version=1 message=x", "UNSUPPORTED_FEATURE", "command", "TXN_APPEND_STREAM")
+	cl.FailWith("TXN_APPEND_STREAM transactional_id=t1 producerId=p epoch=1 seqNum=1 topic=keyed key=k version=1 message=x", "event_sourcing_not_enabled", "topic", "keyed")
+	cl.FailWith("TXN_APPEND_STREAM transactional_id=t1 producerId=p epoch=1 topic=keyed key=k version=1 message=x", "invalid_parameter", "param", "seqNum")
+	cl.FailWith("TXN_APPEND_STREAM transactional_id=t1 producerId=p epoch=1 seqNum=1 topic=keyed key=k version=0 message=x", "invalid_parameter", "param", "version")
 	cl.FailWith("REPLICATE_MESSAGE topic=keyed", "internal_command_unauthorized")
 }
 

@@ -187,17 +187,13 @@ func TestClientTLSMatrix(t *testing.T) {
 	t.Run("principal mapped from the certificate", func(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		cl, err := client.Dial(ctx, c.addr, client.Options{TLS: f.clientConfig(t, good, &f.alice), Logger: discardLogger()})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer cl.Close()
+		cl := dialTLS(t, ctx, c.addr, f.clientConfig(t, good, &f.alice))
 		if _, err := cl.Do(ctx, "LIST"); err != nil {
 			t.Fatal(err)
 		}
 		// Connections of earlier cases may still be closing: alice's is
 		// the only one with a principal.
-		if got := connPrincipals(c.gw); !slices.Contains(got, "alice") || slices.ContainsFunc(got, func(p string) bool { return p != "" && p != "alice" }) {
+		if got := connPrincipals(c.gw); !onlyPrincipal(got, "alice") {
 			t.Fatalf("connection principals %q, want alice's", got)
 		}
 	})
@@ -247,12 +243,8 @@ func TestClientTLSRequire(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	cl, err := client.Dial(ctx, c.addr, client.Options{TLS: f.clientConfig(t, good, &f.alice), Logger: discardLogger()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	if got := connPrincipals(c.gw); !slices.Contains(got, "user:alice") || slices.ContainsFunc(got, func(p string) bool { return p != "" && p != "user:alice" }) {
+	dialTLS(t, ctx, c.addr, f.clientConfig(t, good, &f.alice)) // open while the principals are read
+	if got := connPrincipals(c.gw); !onlyPrincipal(got, "user:alice") {
 		t.Fatalf("connection principals %q, want user:alice's", got)
 	}
 }
@@ -283,6 +275,23 @@ func TestClientTLSConfigRefused(t *testing.T) {
 
 func discardLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
 
+// dialTLS connects a client over TLS with cfg, closed when the test ends.
+func dialTLS(t *testing.T, ctx context.Context, addr string, cfg *tls.Config) *client.Client {
+	t.Helper()
+	cl, err := client.Dial(ctx, addr, client.Options{TLS: cfg, Logger: discardLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cl.Close() })
+	return cl
+}
+
+// onlyPrincipal says whether want is among the connections' principals and
+// no other principal is (connections without one are "").
+func onlyPrincipal(got []string, want string) bool {
+	return slices.Contains(got, want) && !slices.ContainsFunc(got, func(p string) bool { return p != "" && p != want })
+}
+
 // TestClientCertificateAuthenticates: with enable_sasl, a client
 // certificate whose mapped principal is configured authenticates the
 // connection as AUTH would (with that principal's permissions); one whose
@@ -299,11 +308,7 @@ func TestClientCertificateAuthenticates(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 
-	cl, err := client.Dial(ctx, c.addr, client.Options{TLS: f.clientConfig(t, good, &f.alice), Logger: discardLogger()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
+	cl := dialTLS(t, ctx, c.addr, f.clientConfig(t, good, &f.alice))
 	if _, err := cl.Do(ctx, "LIST"); err != nil {
 		t.Fatalf("LIST as the certificate's principal (topic.read): %v", err)
 	}
@@ -311,11 +316,7 @@ func TestClientCertificateAuthenticates(t *testing.T) {
 		t.Fatalf("CREATE needs admin, which app lacks: %v", err)
 	}
 
-	anon, err := client.Dial(ctx, c.addr, client.Options{TLS: f.clientConfig(t, good, nil), Logger: discardLogger()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer anon.Close()
+	anon := dialTLS(t, ctx, c.addr, f.clientConfig(t, good, nil))
 	if _, err := anon.Do(ctx, "LIST"); errcode.CodeOf(err) != errcode.AuthenticationRequired.Name() {
 		t.Fatalf("LIST without a certificate or AUTH: %v", err)
 	}

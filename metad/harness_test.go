@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
-	"google.golang.org/grpc"
 
 	"github.com/strataio/strata/libs/metaclient"
 	"github.com/strataio/strata/libs/node"
@@ -170,11 +169,9 @@ type svc = metav1.MetadataServiceClient
 // callWith returns one call of a MetadataService method with req through c
 // (following leader redirects), keeping only its error.
 func callWith[Req, Resp any](ctx context.Context, c *metaclient.Client,
-	method func(metav1.MetadataServiceClient, context.Context, Req, ...grpc.CallOption) (Resp, error), req Req) func() error {
+	method metaclient.Method[Req, Resp], req Req) func() error {
 	return func() error {
-		return c.Call(ctx, func(ctx context.Context, mc metav1.MetadataServiceClient) error {
-			_, err := method(mc, ctx, req)
-			return err
-		})
+		_, err := metaclient.Invoke(ctx, c, method, req)
+		return err
 	}
 }

@@ -1,7 +1,6 @@
 package metad
 
 import (
-	"encoding/json"
 	"net/http"
 	"testing"
 	"time"
@@ -10,6 +9,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/strataio/strata/libs/errcode"
+	"github.com/strataio/strata/libs/looptest"
 	"github.com/strataio/strata/libs/metaclient"
 	"github.com/strataio/strata/libs/metrictest"
 	"github.com/strataio/strata/libs/pki"
@@ -84,17 +84,8 @@ func TestPartitionPathReadinessAndMetrics(t *testing.T) {
 	}
 
 	// /ready passes with the raft check.
-	resp, err := http.Get("http://" + m.proc.HealthListenAddr() + "/ready")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var body struct {
-		Checks map[string]string `json:"checks"`
-	}
-	_ = json.NewDecoder(resp.Body).Decode(&body)
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK || body.Checks["raft"] != "ok" || body.Checks["cluster_leader"] != "ok" || body.Checks["storage"] != "ok" {
-		t.Fatalf("/ready %d %v", resp.StatusCode, body.Checks)
+	if code, checks := looptest.ReadyChecks(t, m.proc.HealthListenAddr()); code != http.StatusOK || checks["raft"] != "ok" || checks["cluster_leader"] != "ok" || checks["storage"] != "ok" {
+		t.Fatalf("/ready %d %v", code, checks)
 	}
 
 	if _, err := pd.Cache().WaitFor(ctx, func(v *metaclient.View) bool { _, ok := v.Topic("t"); return ok }); err != nil {

@@ -147,11 +147,7 @@ func TestRolePolicyAndHandlerChecks(t *testing.T) {
 	}
 	// ...which gateways list only on request.
 	for _, internal := range []bool{false, true} {
-		var lt *metav1.ListTopicsResponse
-		err := gw.Call(ctx, func(ctx context.Context, m metav1.MetadataServiceClient) (err error) {
-			lt, err = m.ListTopics(ctx, &metav1.ListTopicsRequest{IncludeInternal: internal})
-			return err
-		})
+		lt, err := metaclient.Invoke(ctx, gw, metav1.MetadataServiceClient.ListTopics, &metav1.ListTopicsRequest{IncludeInternal: internal})
 		if want := map[bool]int{false: 0, true: 1}[internal]; err != nil || len(lt.GetTopics()) != want {
 			t.Fatalf("list (internal=%v): %v %v", internal, lt, err)
 		}

@@ -172,10 +172,88 @@ func checkBounds(pr *streamv1.AggregateProof, pos streams.Position, from, to, ex
 // event id no other event of the range carries. With keep it returns them
 // as a record set. It returns the sequence after the last one verified
 // (fewer than asked only when keep met the byte bound); a failure marks pr.
+//
+// Event ids must be unique in the whole retained match, not only among the
+// events verified: a range read's page proves its events against every
+// other retained event of the match (spec 4.8: the proof is about the
+// committed retained log of the match), so the events before from and
+// after the last one verified are read for their ids too. A repeat is
+// reported at the later sequence, with the earlier one as
+// conflict_with_sequence. (A range read therefore reads the whole match.)
 func verifyEvents(p *partition.Partition, key string, pos streams.Position, pr *streamv1.AggregateProof, from, last uint64, keep bool) ([]byte, uint64, error) {
+	ids := map[string]uint64{}
+	// The events before the range: their ids, first sequence of each.
+	ok, err := eachEvent(p, key, pos, pr, pos.First, from-1, func(seq uint64, v *wire.RecordView) bool {
+		if id := eventID(v); id != "" {
+			if _, seen := ids[id]; !seen {
+				ids[id] = seq
+			}
+		}
+		return true
+	})
+	if !ok || err != nil {
+		return nil, from, err
+	}
+	out, next, err := verifyRange(p, key, pos, pr, from, last, keep, ids)
+	if err != nil || pr.GetFailure() != "" {
+		return nil, next, err
+	}
+	// The events after the ones verified must not repeat their ids.
+	ok, err = eachEvent(p, key, pos, pr, next, pos.Head, func(seq uint64, v *wire.RecordView) bool {
+		if other, dup := ids[eventID(v)]; dup && other >= from && other < next {
+			fail(pr, errcode.AggregateProofIdentityConflict, reasonDuplicateEventID)
+			pr.ConflictSequence, pr.ConflictOffset, pr.ConflictEventId = seq, v.Offset(), eventID(v)
+			pr.ConflictWithSequence = other
+			return false
+		}
+		return true
+	})
+	if !ok || err != nil {
+		return nil, next, err
+	}
+	return out, next, nil
+}
+
+// eachEvent calls fn with the events lo..hi of key in sequence order until
+// it returns false (then eachEvent reports false). An event the index
+// names that cannot be read marks pr read_failed and reports false.
+func eachEvent(p *partition.Partition, key string, pos streams.Position, pr *streamv1.AggregateProof, lo, hi uint64, fn func(seq uint64, v *wire.RecordView) bool) (bool, error) {
+	if lo > hi || hi > pos.Head {
+		return true, nil
+	}
+	upTo := streams.Position{Head: hi, First: pos.First, Offsets: pos.Offsets[:hi-pos.First+1]}
+	want := lo
+	for want <= hi {
+		recs, n, _, err := readEvents(p, key, upTo, want, proofChunkRecords, readStreamMaxBytes)
+		if err != nil || n == 0 {
+			fail(pr, errcode.AggregateProofUnavailable, reasonReadFailed)
+			pr.MissingFrom = want
+			return false, nil
+		}
+		for set := recs; len(set) > 0; {
+			rec, rest, ok, _ := record.Next(set)
+			if !ok {
+				break
+			}
+			set = rest
+			v, err := wire.ParseRecord(rec)
+			if err != nil {
+				return false, err
+			}
+			if !fn(want, &v) {
+				return false, nil
+			}
+			want++
+		}
+	}
+	return true, nil
+}
+
+// verifyRange verifies the events from..last (ids holds the event ids of
+// the events before from).
+func verifyRange(p *partition.Partition, key string, pos streams.Position, pr *streamv1.AggregateProof, from, last uint64, keep bool, ids map[string]uint64) ([]byte, uint64, error) {
 	// The position cut at last, so reads stop there.
 	upTo := streams.Position{Head: last, First: pos.First, Offsets: pos.Offsets[:last-pos.First+1]}
-	ids := map[string]uint64{}
 	var out []byte
 	want := from
 	for want <= last {

@@ -154,6 +154,27 @@ func TestAggregateProof(t *testing.T) {
 		t.Fatalf("strata_stream_proofs_total proven %v, identity conflicts %v", proven, idConflicts)
 	}
 
+	// A range read's events are checked against every retained event of
+	// the match, not only against each other: m5's sequence 4 repeats
+	// sequence 1's event id.
+	for v, id := range []string{"a", "b", "c", "a"} {
+		appendReplay(t, sc, "matches", "m5", uint64(v+1), id, fmt.Sprintf("m5-%d", v+1), "")
+	}
+	rangeRead := func(from, to, maxRecords uint64) *streamv1.AggregateProofRequest {
+		return &streamv1.AggregateProofRequest{Stream: &streamv1.StreamRef{Topic: "matches", Key: "m5"},
+			FromSequence: from, ToSequence: to, WithEvents: true, MaxRecords: uint32(maxRecords)}
+	}
+	if pr := failure("page repeated later", rangeRead(1, 2, 2), errcode.AggregateProofIdentityConflict, reasonDuplicateEventID); pr.GetConflictSequence() != 4 || pr.GetConflictWithSequence() != 1 || pr.GetConflictEventId() != "a" {
+		t.Fatalf("page whose id repeats later: %v", pr)
+	}
+	if pr := failure("page repeats earlier", rangeRead(4, 4, 0), errcode.AggregateProofIdentityConflict, reasonDuplicateEventID); pr.GetConflictSequence() != 4 || pr.GetConflictWithSequence() != 1 {
+		t.Fatalf("page repeating an earlier id: %v", pr)
+	}
+	failure("first page of a longer range", rangeRead(1, 4, 1), errcode.AggregateProofIdentityConflict, reasonDuplicateEventID)
+	if rr := prove(t, sc, rangeRead(2, 3, 0)); rr.GetProof().GetFailure() != "" || rr.GetCount() != 2 {
+		t.Fatalf("page with unique ids: %v", rr.GetProof())
+	}
+
 	_, err = sc.AggregateProof(ctx(t), proofReq("plain-es", "m1", 1, 0, 0))
 	wantCode(t, err, errcode.InvalidTopicPolicy)
 	_, err = sc.AggregateProof(ctx(t), proofReq("matches", "m1", 0, 0, 0))

@@ -45,7 +45,16 @@ func (s *service) startAppendTxn(ctx context.Context, req *partitionv1.AppendReq
 	if err != nil {
 		return nil, err
 	}
+	var guard func() error
+	var appended func(uint64)
+	if transactional && rt.topic.GetConfig().GetEventSourcing() {
+		if guard, appended, err = s.r.txnEventGuard(ctx, rt, req); err != nil {
+			return nil, err
+		}
+	}
 	pa, err := rt.part.AppendAsync(ctx, &partition.AppendRequest{
+		Guard:          guard,
+		Appended:       appended,
 		LifecycleEpoch: rt.lifecycleEpoch(req.GetLifecycleEpoch()),
 		Acks:           req.GetAcks(),
 		Records:        req.GetRecords(),

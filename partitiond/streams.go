@@ -15,6 +15,7 @@ import (
 	"github.com/strataio/strata/libs/rpc"
 	"github.com/strataio/strata/libs/wire"
 	metav1 "github.com/strataio/strata/proto/strata/meta/v1"
+	partitionv1 "github.com/strataio/strata/proto/strata/partition/v1"
 	streamv1 "github.com/strataio/strata/proto/strata/stream/v1"
 
 	"github.com/strataio/strata/partitiond/internal/partition"
@@ -57,6 +58,10 @@ type streamPart struct {
 	// caught is how far this follower's snapshot catch-up got: the
 	// leader's store incarnation and its change sequence.
 	caught snapshotCursor
+	// heads is how far this follower got with its leader's removed stream
+	// heads (snapshotCursor's storeID and seq are the index's headsID and
+	// headsSeq).
+	heads snapshotCursor
 }
 
 // snapshotCursor is a position in a leader's snapshot change sequence.
@@ -199,7 +204,7 @@ func (s *streamService) AppendStream(ctx context.Context, req *streamv1.AppendSt
 
 	var dupOffset uint64
 	guard := func() error {
-		head, err := sp.idx.Head(ctx, key)
+		head, err := sp.idx.Head(ctx, key, "")
 		if err != nil {
 			return err
 		}
@@ -231,7 +236,7 @@ func (s *streamService) AppendStream(ctx context.Context, req *streamv1.AppendSt
 		ISRSize:        rt.isr,
 		MinISR:         rt.minISRReplicated,
 		Guard:          guard,
-		Appended:       func(base uint64) { sp.idx.Appended(key, ver, base) },
+		Appended:       func(base uint64) { sp.idx.Appended(key, ver, base, "") },
 	})
 	if errors.Is(err, errDuplicateEvent) {
 		if err := waitCommitted(ctx, rt.part, dupOffset+1); err != nil {
@@ -250,6 +255,71 @@ func (s *streamService) AppendStream(ctx context.Context, req *streamv1.AppendSt
 	}
 	s.r.m.streamAppends.WithLabelValues("ok").Inc()
 	return &streamv1.AppendStreamResponse{Version: ver, Offset: pa.Result.BaseOffset}, nil
+}
+
+// txnEventGuard returns the version check of a transactional append to an
+// event-sourcing topic (TXN_APPEND_STREAM through the transaction
+// coordinator's TxnAppend): when the append is one event (a record with a
+// key and an aggregate version), its version must be the stream's head + 1,
+// counting the undecided events of the same transaction, under the append
+// lock; a stream another transaction holds is concurrent_transactions. The
+// index then counts the event as the transaction's until its marker.
+// Other transactional writes (TXN_PUBLISH records) pass unchecked.
+func (r *Role) txnEventGuard(ctx context.Context, rt *route, req *partitionv1.AppendRequest) (func() error, func(uint64), error) {
+	set := req.GetRecords()
+	var key string
+	var ver uint64
+	events := 0
+	for len(set) > 0 {
+		rec, rest, ok, bad := record.Next(set)
+		if bad {
+			return nil, nil, errcode.InvalidParameter.New("record set does not split into records", "param", "records")
+		}
+		if !ok {
+			break
+		}
+		set = rest
+		v, err := wire.ParseRecord(rec)
+		if err != nil {
+			return nil, nil, err
+		}
+		k, hasKey := v.Key()
+		n, hasVer := v.AggregateVersion()
+		if !hasVer {
+			continue
+		}
+		if !hasKey || n == 0 {
+			return nil, nil, errcode.InvalidParameter.New("an event needs a key and a version of at least 1", "param", "record")
+		}
+		key, ver = string(k), n
+		events++
+	}
+	if events == 0 {
+		return nil, nil, nil
+	}
+	if events > 1 || req.GetRecordCount() != 1 {
+		return nil, nil, errcode.InvalidParameter.New("a transactional event append carries one event", "param", "records")
+	}
+	sp := r.streamParts.get(rt.part)
+	producer := req.GetProducerId()
+	guard := func() error {
+		head, err := sp.idx.Head(ctx, key, producer)
+		if err != nil {
+			r.m.streamAppends.WithLabelValues(streamResult(err)).Inc()
+			return err
+		}
+		if ver != head+1 {
+			r.m.streamAppends.WithLabelValues("version_conflict").Inc()
+			return errcode.VersionConflict.New("version must be the stream's current version + 1", "current", utoa(head),
+				"expected", utoa(ver), "topic", rt.topic.GetConfig().GetName(), "key", key)
+		}
+		return nil
+	}
+	appended := func(base uint64) {
+		sp.idx.Appended(key, ver, base, producer)
+		r.m.streamAppends.WithLabelValues("ok").Inc()
+	}
+	return guard, appended, nil
 }
 
 func streamResult(err error) string {
@@ -626,6 +696,19 @@ func (s *streamService) ListSnapshots(ctx context.Context, req *streamv1.ListSna
 		for _, sn := range list {
 			resp.Snapshots = append(resp.Snapshots, &streamv1.Snapshot{Key: sn.Key, Version: sn.Version})
 		}
+		if req.GetWithHeads() {
+			id, seq, heads, err := sp.idx.RemovedHeads()
+			if err != nil {
+				return nil, err
+			}
+			resp.HeadsId, resp.HeadsSeq = id, seq
+			if id != req.GetHeadsId() || seq != req.GetHeadsSeq() {
+				resp.HeadsChanged = true
+				for k, h := range heads {
+					resp.RemovedHeads = append(resp.RemovedHeads, &streamv1.Snapshot{Key: k, Version: h})
+				}
+			}
+		}
 		return resp, nil
 	}
 	for _, k := range req.GetKeys() {
@@ -715,9 +798,31 @@ func (r *Role) catchUpSnapshots(ctx context.Context, v interface {
 	if cur := sp.cursor(); cur.leader == leader {
 		base.StoreId, base.SinceSeq = cur.storeID, cur.seq
 	}
+	// The leader's heads of removed streams come with the listing, whole,
+	// when they changed since this follower last took them.
+	base.WithHeads = true
+	sp.mu.Lock()
+	if sp.heads.leader == leader {
+		base.HeadsId, base.HeadsSeq = sp.heads.storeID, sp.heads.seq
+	}
+	sp.mu.Unlock()
 	list, err := c.ListSnapshots(ctx, base)
 	if err != nil {
 		return err
+	}
+	if list.GetHeadsChanged() {
+		heads := make(map[string]uint64, len(list.GetRemovedHeads()))
+		for _, h := range list.GetRemovedHeads() {
+			heads[h.GetKey()] = h.GetVersion()
+		}
+		if err := sp.idx.MergeHeads(heads); err != nil {
+			return err
+		}
+	}
+	if list.GetHeadsId() != 0 {
+		sp.mu.Lock()
+		sp.heads = snapshotCursor{leader: leader, storeID: list.GetHeadsId(), seq: list.GetHeadsSeq()}
+		sp.mu.Unlock()
 	}
 	st, err := sp.snapshots()
 	if err != nil {

@@ -2,7 +2,9 @@ package partitiond
 
 import (
 	"fmt"
+	"io/fs"
 	"os"
+	"path/filepath"
 	"strconv"
 	"sync"
 	"testing"
@@ -17,6 +19,7 @@ import (
 	streamv1 "github.com/strataio/strata/proto/strata/stream/v1"
 
 	"github.com/strataio/strata/partitiond/internal/recordtest"
+	"github.com/strataio/strata/partitiond/internal/streams"
 )
 
 func eventRecord(t testing.TB, topic, key string, ver uint64, payload string) []byte {
@@ -407,4 +410,87 @@ func TestSnapshotCatchUpIsIncremental(t *testing.T) {
 		t.Fatal(err)
 	}
 	caughtUp(3, "a", "b", "c")
+}
+
+// TestFollowerTakesRemovedStreamHeads: retention on the leader removed
+// every event of an aggregate (its head lives only in the leader's heads
+// file); a replica that joins afterwards replicates from the new log start
+// and never runs that retention. The snapshot catch-up brings it the
+// leader's removed heads, it keeps them in its own heads file, and once it
+// leads the aggregate goes on from its head instead of restarting at 1.
+func TestFollowerTakesRemovedStreamHeads(t *testing.T) {
+	small := func(cfg *Config) { cfg.SegmentBytes = 4096 }
+	c1 := startCluster(t, nil, nil, "", small)
+	defer c1.stop()
+	tp := metadfake.NewTopic("heads", 1, 1, "p1", "p1", "p2")
+	tp.Config.EventSourcing = true
+	tp.Config.RetentionBytes = 1
+	c1.metad.PutTopic(tp)
+	c1.waitServing(t, "heads", 0)
+	sc := c1.streams(t)
+	big := string(make([]byte, 1500))
+	for v := uint64(1); v <= 3; v++ {
+		if _, err := appendEvent(t, sc, "heads", "gone", v, big); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for v := uint64(1); v <= 8; v++ {
+		if _, err := appendEvent(t, sc, "heads", "filler", v, big); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st, err := c1.role.storage()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, rep := range st.Maintain(ctx(t)) {
+		if rep.Err != nil || rep.DeletedSegments == 0 {
+			t.Fatalf("maintenance %+v", rep)
+		}
+	}
+
+	c2 := startNode(t, nil, "p2", c1.ca, c1.metad, "", small)
+	defer c2.stop()
+	// The catch-up runs every 3 s; the bound leaves room for a loaded machine.
+	looptest.EventuallyWithin(t, 45*time.Second, "p2 knows the removed stream's head", func() bool {
+		st2, err := c2.role.storage()
+		if err != nil {
+			return false
+		}
+		p, err := st2.Partition("heads", 0)
+		if err != nil {
+			return false
+		}
+		h, err := c2.role.streamParts.get(p).idx.Head(ctx(t), "gone", "")
+		return err == nil && h == 3
+	})
+	found := false
+	_ = filepath.WalkDir(c2.dataDir, func(_ string, d fs.DirEntry, err error) error {
+		if err == nil && d.Name() == streams.HeadsFile {
+			found = true
+		}
+		return nil
+	})
+	if !found {
+		t.Fatalf("p2 kept no %s", streams.HeadsFile)
+	}
+
+	// p2 leads.
+	top, _ := c1.metad.Topic("heads")
+	for _, ps := range top.Partitions {
+		ps.Leader, ps.LeaderEpoch, ps.Isr = "p2", ps.LeaderEpoch+1, []string{"p2"}
+	}
+	c1.metad.PutTopic(top)
+	sc2 := c2.streams(t)
+	looptest.EventuallyWithin(t, 45*time.Second, "p2 answers as the leader", func() bool {
+		v, err := sc2.StreamVersion(ctx(t), &streamv1.StreamVersionRequest{Stream: &streamv1.StreamRef{Topic: "heads", Key: "gone"}})
+		return err == nil && v.GetVersion() == 3
+	})
+	_, err = appendEvent(t, sc2, "heads", "gone", 1, "again")
+	if e := wantCode(t, err, errcode.VersionConflict); e.Field("current") != "3" {
+		t.Fatalf("conflict %v", e)
+	}
+	if _, err := appendEvent(t, sc2, "heads", "gone", 4, "next"); err != nil {
+		t.Fatal(err)
+	}
 }

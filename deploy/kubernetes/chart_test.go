@@ -115,13 +115,7 @@ func TestChartRendersStrictly(t *testing.T) {
 			if len(objs) < 12 {
 				t.Fatalf("%d objects, want at least 12 (4 roles x Service, workload, PDB)", len(objs))
 			}
-			parsed, err := Parse(out)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, err := range Check(parsed) {
-				t.Error(err)
-			}
+			checkManifest(t, out)
 		})
 	}
 }

@@ -11,7 +11,13 @@ func TestManifestIsConsistent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	objs, err := Parse(b)
+	checkManifest(t, b)
+}
+
+// checkManifest parses a manifest and reports every failed check.
+func checkManifest(t *testing.T, manifest []byte) {
+	t.Helper()
+	objs, err := Parse(manifest)
 	if err != nil {
 		t.Fatal(err)
 	}

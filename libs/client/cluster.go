@@ -62,53 +62,15 @@ func (c *Client) ClusterStatusWith(ctx context.Context, o ClusterStatusOptions) 
 }
 
 // ClusterStatus is Strata's CLUSTER_STATUS document (docs/gateway.md).
-type ClusterStatus struct {
-	Brokers struct {
-		Active   []ClusterStatusNode `json:"active"`
-		Inactive []ClusterStatusNode `json:"inactive"`
-	} `json:"brokers"`
-	RaftLeader struct {
-		ID      string `json:"id"`
-		Address string `json:"address"`
-	} `json:"raft_leader"`
-	RaftServers []struct {
-		ID       string `json:"id"`
-		Address  string `json:"address"`
-		Suffrage string `json:"suffrage"`
-	} `json:"raft_servers"`
-	Partitions                []ClusterStatusPartition `json:"partitions"`
-	LeaderlessPartitions      int                      `json:"leaderless_partitions"`
-	UnderReplicatedPartitions int                      `json:"under_replicated_partitions"`
-	Topics                    struct {
-		Application int `json:"application"`
-		Internal    int `json:"internal"`
-	} `json:"topics"`
-	InternalShown bool   `json:"internal_shown"`
-	Revision      uint64 `json:"revision"`
-}
+type ClusterStatus = wire.ClusterStatus
 
 // ClusterStatusNode is a broker of CLUSTER_STATUS.
-type ClusterStatusNode struct {
-	ID            string `json:"id"`
-	Role          string `json:"role"`
-	RPCAddress    string `json:"rpc_address"`
-	ClientAddress string `json:"client_address,omitempty"`
-}
+type ClusterStatusNode = wire.ClusterNode
 
 // ClusterStatusPartition is a partition of CLUSTER_STATUS. HWMSource is
 // "leader" (the leader's answer, as LIST_OFFSETS) or "checkpoint" (metad's
 // committed HWM, which may lag: the leader did not answer in time).
-type ClusterStatusPartition struct {
-	Topic       string   `json:"topic"`
-	Partition   int32    `json:"partition"`
-	Internal    bool     `json:"internal"`
-	Leader      string   `json:"leader"`
-	LeaderEpoch uint64   `json:"leader_epoch"`
-	HWM         uint64   `json:"hwm"`
-	HWMSource   string   `json:"hwm_source"`
-	Replicas    []string `json:"replicas"`
-	ISR         []string `json:"isr"`
-}
+type ClusterStatusPartition = wire.ClusterPartition
 
 // DecodeClusterStatus decodes a CLUSTER_STATUS document.
 func DecodeClusterStatus(raw json.RawMessage) (ClusterStatus, error) {

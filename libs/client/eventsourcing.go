@@ -44,16 +44,23 @@ type AppendResult struct {
 // AppendStream is APPEND_STREAM. A stale version fails with the typed
 // version_conflict error (fields current and expected).
 func (c *Client) AppendStream(ctx context.Context, e Event) (AppendResult, error) {
-	req := params("topic", e.Topic, "key", e.Key, "version", strconv.FormatUint(e.Version, 10),
-		"event_type", e.EventType, "event_id", e.EventID, "producerId", e.ProducerID)
-	if e.SchemaVersion != 0 {
-		req.Add("schema_version", strconv.FormatUint(uint64(e.SchemaVersion), 10))
-	}
+	kv := []string{"producerId", e.ProducerID}
 	if e.SeqNum != 0 {
-		req.Add("seqNum", strconv.FormatUint(e.SeqNum, 10))
+		kv = append(kv, "seqNum", strconv.FormatUint(e.SeqNum, 10))
 	}
 	if e.Epoch != 0 {
-		req.Add("epoch", strconv.FormatInt(e.Epoch, 10))
+		kv = append(kv, "epoch", strconv.FormatInt(e.Epoch, 10))
+	}
+	return c.appendEvent(ctx, wire.CmdAppendStream, kv, e)
+}
+
+// appendEvent sends cmd with the session fields kv (empty values left out)
+// and e's fields, and reads the append answer.
+func (c *Client) appendEvent(ctx context.Context, cmd wire.Command, kv []string, e Event) (AppendResult, error) {
+	req := params(append(kv, "topic", e.Topic, "key", e.Key, "version", strconv.FormatUint(e.Version, 10),
+		"event_type", e.EventType, "event_id", e.EventID)...)
+	if e.SchemaVersion != 0 {
+		req.Add("schema_version", strconv.FormatUint(uint64(e.SchemaVersion), 10))
 	}
 	// metadata= and message= capture the rest of a text line, so they go
 	// last, metadata first, as the SDK text form orders them.
@@ -61,7 +68,7 @@ func (c *Client) AppendStream(ctx context.Context, e Event) (AppendResult, error
 		req.Add("metadata", e.Metadata)
 	}
 	req.Add("message", string(e.Payload))
-	r, err := c.ok(ctx, wire.CmdAppendStream, req)
+	r, err := c.ok(ctx, cmd, req)
 	if err != nil {
 		return AppendResult{}, err
 	}
@@ -74,6 +81,36 @@ func (c *Client) AppendStream(ctx context.Context, e Event) (AppendResult, error
 	}
 	p, err := r.Int("partition")
 	res.Partition, res.Duplicate = int32(p), r.Bool("duplicate")
+	return res, err
+}
+
+// TxnAppendStream is TXN_APPEND_STREAM: e appended inside s's open
+// transaction with seqNum (> 0; a retry with the same seqNum is answered
+// once). e's ProducerID, SeqNum and Epoch are not used: the session's are
+// stored. The version counts the transaction's own earlier events of the
+// aggregate; while another transaction holds uncommitted versions of it the
+// answer is the retryable concurrent_transactions (reason
+// aggregate_in_transaction). The event becomes visible when the
+// transaction commits; an abort gives its version back.
+func (c *Client) TxnAppendStream(ctx context.Context, s ProducerSession, seqNum uint64, e Event) (AppendResult, error) {
+	return c.appendEvent(ctx, wire.CmdTxnAppendStream, append(s.kv(), "seqNum", strconv.FormatUint(seqNum, 10)), e)
+}
+
+// AppendStream appends e inside the producer's open transaction
+// (TXN_APPEND_STREAM with the next seqNum); retryable failures, an
+// aggregate held by another transaction included, are retried until ctx
+// ends.
+func (p *TxnProducer) AppendStream(ctx context.Context, e Event) (AppendResult, error) {
+	if !p.open {
+		return AppendResult{}, errcode.TransactionNotFound.New("no open transaction; Begin first", "transactional_id", p.id)
+	}
+	p.seq++
+	seq := p.seq
+	var res AppendResult
+	err := retry(ctx, func() (err error) {
+		res, err = p.c.TxnAppendStream(ctx, p.s, seq, e)
+		return err
+	})
 	return res, err
 }
 

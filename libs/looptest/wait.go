@@ -2,6 +2,7 @@ package looptest
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -84,6 +85,22 @@ func CheckReady(ctx context.Context, healthAddr string) error {
 		return fmt.Errorf("/ready answered %s", resp.Status)
 	}
 	return nil
+}
+
+// ReadyChecks asks http://<healthAddr>/ready once and returns its status
+// code and the checks its body names (a transport failure fails t).
+func ReadyChecks(t testing.TB, healthAddr string) (int, map[string]string) {
+	t.Helper()
+	resp, err := http.Get("http://" + healthAddr + "/ready")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var body struct {
+		Checks map[string]string `json:"checks"`
+	}
+	_ = json.NewDecoder(resp.Body).Decode(&body)
+	return resp.StatusCode, body.Checks
 }
 
 // WaitReady waits until http://<healthAddr>/ready answers 200, failing the

@@ -133,100 +133,75 @@ func (c *Client) attempt(ctx context.Context, addr string, fn func(context.Conte
 	return fn(actx, metav1.NewMetadataServiceClient(conn))
 }
 
-// CreateTopic creates or patches a topic.
-func (c *Client) CreateTopic(ctx context.Context, req *metav1.CreateTopicRequest) (resp *metav1.CreateTopicResponse, err error) {
+// Method is a MetadataServiceClient method expression, such as
+// metav1.MetadataServiceClient.CreateTopic.
+type Method[Req, Resp any] = func(metav1.MetadataServiceClient, context.Context, Req, ...grpc.CallOption) (Resp, error)
+
+// Invoke runs one metad RPC through c.Call (leader-following, retried) and
+// returns its answer: the one place that turns a method expression into a
+// Call closure.
+func Invoke[Req, Resp any](ctx context.Context, c *Client, method Method[Req, Resp], req Req) (resp Resp, err error) {
 	err = c.Call(ctx, func(ctx context.Context, m metav1.MetadataServiceClient) (err error) {
-		resp, err = m.CreateTopic(ctx, req)
+		resp, err = method(m, ctx, req)
 		return err
 	})
 	return resp, err
+}
+
+// CreateTopic creates or patches a topic.
+func (c *Client) CreateTopic(ctx context.Context, req *metav1.CreateTopicRequest) (*metav1.CreateTopicResponse, error) {
+	return Invoke(ctx, c, metav1.MetadataServiceClient.CreateTopic, req)
 }
 
 // AlterTopicConfig replaces a topic's min ISR override.
-func (c *Client) AlterTopicConfig(ctx context.Context, req *metav1.AlterTopicConfigRequest) (resp *metav1.AlterTopicConfigResponse, err error) {
-	err = c.Call(ctx, func(ctx context.Context, m metav1.MetadataServiceClient) (err error) {
-		resp, err = m.AlterTopicConfig(ctx, req)
-		return err
-	})
-	return resp, err
+func (c *Client) AlterTopicConfig(ctx context.Context, req *metav1.AlterTopicConfigRequest) (*metav1.AlterTopicConfigResponse, error) {
+	return Invoke(ctx, c, metav1.MetadataServiceClient.AlterTopicConfig, req)
 }
 
 // DeleteTopic deletes a topic.
-func (c *Client) DeleteTopic(ctx context.Context, req *metav1.DeleteTopicRequest) (resp *metav1.DeleteTopicResponse, err error) {
-	err = c.Call(ctx, func(ctx context.Context, m metav1.MetadataServiceClient) (err error) {
-		resp, err = m.DeleteTopic(ctx, req)
-		return err
-	})
-	return resp, err
+func (c *Client) DeleteTopic(ctx context.Context, req *metav1.DeleteTopicRequest) (*metav1.DeleteTopicResponse, error) {
+	return Invoke(ctx, c, metav1.MetadataServiceClient.DeleteTopic, req)
 }
 
 // TruncateTopic truncates a topic.
-func (c *Client) TruncateTopic(ctx context.Context, req *metav1.TruncateTopicRequest) (resp *metav1.TruncateTopicResponse, err error) {
-	err = c.Call(ctx, func(ctx context.Context, m metav1.MetadataServiceClient) (err error) {
-		resp, err = m.TruncateTopic(ctx, req)
-		return err
-	})
-	return resp, err
+func (c *Client) TruncateTopic(ctx context.Context, req *metav1.TruncateTopicRequest) (*metav1.TruncateTopicResponse, error) {
+	return Invoke(ctx, c, metav1.MetadataServiceClient.TruncateTopic, req)
 }
 
 // GetTopic reads one topic from the leader (linearizable).
-func (c *Client) GetTopic(ctx context.Context, name string) (resp *metav1.GetTopicResponse, err error) {
-	err = c.Call(ctx, func(ctx context.Context, m metav1.MetadataServiceClient) (err error) {
-		resp, err = m.GetTopic(ctx, &metav1.GetTopicRequest{Name: name})
-		return err
-	})
-	return resp, err
+func (c *Client) GetTopic(ctx context.Context, name string) (*metav1.GetTopicResponse, error) {
+	return Invoke(ctx, c, metav1.MetadataServiceClient.GetTopic, &metav1.GetTopicRequest{Name: name})
 }
 
 // ElectLeader asks the controller to move partition leadership.
-func (c *Client) ElectLeader(ctx context.Context, req *metav1.ElectLeaderRequest) (resp *metav1.ElectLeaderResponse, err error) {
-	err = c.Call(ctx, func(ctx context.Context, m metav1.MetadataServiceClient) (err error) {
-		resp, err = m.ElectLeader(ctx, req)
-		return err
-	})
-	return resp, err
+func (c *Client) ElectLeader(ctx context.Context, req *metav1.ElectLeaderRequest) (*metav1.ElectLeaderResponse, error) {
+	return Invoke(ctx, c, metav1.MetadataServiceClient.ElectLeader, req)
 }
 
 // ClusterStatus reads the cluster status from the leader.
-func (c *Client) ClusterStatus(ctx context.Context) (resp *metav1.ClusterStatusResponse, err error) {
-	err = c.Call(ctx, func(ctx context.Context, m metav1.MetadataServiceClient) (err error) {
-		resp, err = m.ClusterStatus(ctx, &metav1.ClusterStatusRequest{})
-		return err
-	})
-	return resp, err
+func (c *Client) ClusterStatus(ctx context.Context) (*metav1.ClusterStatusResponse, error) {
+	return Invoke(ctx, c, metav1.MetadataServiceClient.ClusterStatus, &metav1.ClusterStatusRequest{})
 }
 
 // AlterIsr changes a partition's ISR (compare-and-set on the leader epoch).
-func (c *Client) AlterIsr(ctx context.Context, req *metav1.AlterIsrRequest) (resp *metav1.AlterIsrResponse, err error) {
-	err = c.Call(ctx, func(ctx context.Context, m metav1.MetadataServiceClient) (err error) {
-		resp, err = m.AlterIsr(ctx, req)
-		return err
-	})
-	return resp, err
+func (c *Client) AlterIsr(ctx context.Context, req *metav1.AlterIsrRequest) (*metav1.AlterIsrResponse, error) {
+	return Invoke(ctx, c, metav1.MetadataServiceClient.AlterIsr, req)
 }
 
 // ShutdownNode is the node's controlled shutdown (see the RPC): metad moves
 // its partition leaderships before the process stops.
-func (c *Client) ShutdownNode(ctx context.Context, req *metav1.ShutdownNodeRequest) (resp *metav1.ShutdownNodeResponse, err error) {
-	err = c.Call(ctx, func(ctx context.Context, m metav1.MetadataServiceClient) error {
-		resp, err = m.ShutdownNode(ctx, req)
-		return err
-	})
-	return resp, err
+func (c *Client) ShutdownNode(ctx context.Context, req *metav1.ShutdownNodeRequest) (*metav1.ShutdownNodeResponse, error) {
+	return Invoke(ctx, c, metav1.MetadataServiceClient.ShutdownNode, req)
 }
 
 // CheckpointHwm records a partition's committed high watermark.
 func (c *Client) CheckpointHwm(ctx context.Context, req *metav1.CheckpointHwmRequest) error {
-	return c.Call(ctx, func(ctx context.Context, m metav1.MetadataServiceClient) error {
-		_, err := m.CheckpointHwm(ctx, req)
-		return err
-	})
+	_, err := Invoke(ctx, c, metav1.MetadataServiceClient.CheckpointHwm, req)
+	return err
 }
 
 // ReportCleanup reports finished node-local cleanup of a topic.
 func (c *Client) ReportCleanup(ctx context.Context, req *metav1.ReportCleanupRequest) error {
-	return c.Call(ctx, func(ctx context.Context, m metav1.MetadataServiceClient) error {
-		_, err := m.ReportCleanup(ctx, req)
-		return err
-	})
+	_, err := Invoke(ctx, c, metav1.MetadataServiceClient.ReportCleanup, req)
+	return err
 }

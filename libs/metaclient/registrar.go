@@ -12,11 +12,7 @@ import (
 // Register announces node to metad, retrying until it succeeds or ctx ends.
 // It returns the lease timeout metad granted.
 func (c *Client) Register(ctx context.Context, node *metav1.Node) (time.Duration, error) {
-	var resp *metav1.RegisterNodeResponse
-	err := c.Call(ctx, func(ctx context.Context, m metav1.MetadataServiceClient) (err error) {
-		resp, err = m.RegisterNode(ctx, &metav1.RegisterNodeRequest{Node: node})
-		return err
-	})
+	resp, err := Invoke(ctx, c, metav1.MetadataServiceClient.RegisterNode, &metav1.RegisterNodeRequest{Node: node})
 	if err != nil {
 		return 0, err
 	}
@@ -41,13 +37,11 @@ func (c *Client) KeepAlive(ctx context.Context, node *metav1.Node) error {
 			if ctx.Err() != nil {
 				break
 			}
-			err := c.Call(ctx, func(ctx context.Context, m metav1.MetadataServiceClient) error {
-				r, err := m.NodeHeartbeat(ctx, &metav1.NodeHeartbeatRequest{NodeId: node.GetId(), Incarnation: node.GetIncarnation()})
-				if err == nil && r.GetLeaseTimeoutMs() > 0 {
-					interval = max(time.Duration(r.GetLeaseTimeoutMs())*time.Millisecond/3, 100*time.Millisecond)
-				}
-				return err
-			})
+			r, err := Invoke(ctx, c, metav1.MetadataServiceClient.NodeHeartbeat,
+				&metav1.NodeHeartbeatRequest{NodeId: node.GetId(), Incarnation: node.GetIncarnation()})
+			if err == nil && r.GetLeaseTimeoutMs() > 0 {
+				interval = max(time.Duration(r.GetLeaseTimeoutMs())*time.Millisecond/3, 100*time.Millisecond)
+			}
 			if errcode.CodeOf(err) == errcode.NodeNotFound.Name() {
 				break // re-register
 			}

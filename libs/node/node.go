@@ -30,6 +30,10 @@ type Process struct {
 	// MetricsAddr is the metrics listener address, used when EnableExporter.
 	MetricsAddr    string
 	EnableExporter bool
+	// Links, when set before the roles are created, connects the roles of
+	// this process to each other in memory instead of over loopback mTLS
+	// (the all-in-one; see rpc.Links and docs/decisions.md).
+	Links *rpc.Links
 
 	mu        sync.Mutex
 	envs      []*RoleEnv
@@ -83,6 +87,9 @@ type RoleEnv struct {
 	// address other nodes dial (defaults to the bound address).
 	Listener     net.Listener
 	AdvertiseRPC string
+	// linkListener accepts the in-process connections of Process.Links to
+	// AdvertiseRPC (nil without links).
+	linkListener net.Listener
 	// DataDir is the role's private data directory (may be empty for
 	// stateless roles).
 	DataDir string
@@ -122,7 +129,7 @@ func (p *Process) NewRoleEnv(o RoleOptions) (*RoleEnv, error) {
 	}
 	log := p.Logger.With("role", string(o.Role), "node", o.NodeID)
 	env := &RoleEnv{Process: p, Role: o.Role, NodeID: o.NodeID, Logger: log, TLS: src, Policy: rpc.Policy{}, DataDir: o.DataDir}
-	env.GRPC, err = rpc.NewServer(rpc.ServerOptions{Source: src, Policy: env.Policy, Logger: log, Telemetry: env.Telemetry(), Metrics: p.rpcMetrics()})
+	env.GRPC, err = rpc.NewServer(rpc.ServerOptions{Source: src, Policy: env.Policy, Logger: log, Telemetry: env.Telemetry(), Metrics: p.rpcMetrics(), Links: p.Links})
 	if err != nil {
 		return nil, err
 	}
@@ -134,7 +141,13 @@ func (p *Process) NewRoleEnv(o RoleOptions) (*RoleEnv, error) {
 	if env.AdvertiseRPC == "" {
 		env.AdvertiseRPC = env.Listener.Addr().String()
 	}
-	env.Clients = rpc.NewPool(rpc.ClientOptions{Source: src, Logger: log, Telemetry: env.Telemetry()})
+	if p.Links != nil {
+		if env.linkListener, err = p.Links.Listen(env.AdvertiseRPC); err != nil {
+			_ = env.Listener.Close()
+			return nil, err
+		}
+	}
+	env.Clients = rpc.NewPool(rpc.ClientOptions{Source: src, Logger: log, Telemetry: env.Telemetry(), Links: p.Links})
 	p.mu.Lock()
 	p.envs = append(p.envs, env)
 	p.mu.Unlock()
@@ -191,11 +204,16 @@ func (p *Process) Run(ctx context.Context, services []Service, stopTimeout time.
 	}
 	var serving sync.WaitGroup
 	for _, env := range p.envs {
-		serving.Go(func() {
-			if err := env.GRPC.Serve(env.Listener); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
-				env.Logger.Error("rpc server stopped", "err", err)
+		for _, lis := range []net.Listener{env.Listener, env.linkListener} {
+			if lis == nil {
+				continue
 			}
-		})
+			serving.Go(func() {
+				if err := env.GRPC.Serve(lis); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+					env.Logger.Error("rpc server stopped", "err", err)
+				}
+			})
+		}
 	}
 	startedServices := 0
 	defer func() {
@@ -293,6 +311,9 @@ func (p *Process) closeEnvs() {
 	for _, env := range p.envs {
 		env.Clients.Close()
 		env.Listener.Close()
+		if env.linkListener != nil {
+			env.linkListener.Close()
+		}
 	}
 }
 

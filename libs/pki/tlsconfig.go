@@ -126,6 +126,31 @@ func (s *Source) reloadLocked() error {
 	return nil
 }
 
+// Certificate returns the node's current certificate (reloaded as for a
+// TLS handshake). The in-process links of libs/rpc present it instead of a
+// TLS handshake.
+func (s *Source) Certificate() *tls.Certificate {
+	cert, _ := s.current()
+	return cert
+}
+
+// VerifyPeer verifies a peer's DER chain as a TLS handshake does: against
+// the current CA pool, for usage, with the role restricted to allowed when
+// non-empty. It returns the parsed chain.
+func (s *Source) VerifyPeer(rawCerts [][]byte, usage x509.ExtKeyUsage, allowed []Role) ([]*x509.Certificate, Identity, error) {
+	id, err := s.verifyPeer(rawCerts, usage, allowed)
+	if err != nil {
+		return nil, id, err
+	}
+	certs := make([]*x509.Certificate, len(rawCerts))
+	for i, raw := range rawCerts {
+		if certs[i], err = x509.ParseCertificate(raw); err != nil {
+			return nil, id, err
+		}
+	}
+	return certs, id, nil
+}
+
 // verifyPeer verifies a peer chain against the current CA pool for usage and
 // returns the peer identity. When allowed is non-empty the identity's role
 // must be one of them.

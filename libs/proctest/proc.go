@@ -75,6 +75,17 @@ func Start(t testing.TB, spec Spec) *Proc {
 	return p
 }
 
+// Pid returns the process id of the current run (0 before the first
+// Start); benchmarks read its CPU time and peak RSS from /proc.
+func (p *Proc) Pid() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cmd == nil || p.cmd.Process == nil {
+		return 0
+	}
+	return p.cmd.Process.Pid
+}
+
 // Name returns Spec.Name.
 func (p *Proc) Name() string { return p.spec.Name }
 

@@ -29,6 +29,9 @@ type ClientOptions struct {
 	ServerRoles []pki.Role
 	Logger      *slog.Logger
 	Telemetry   Telemetry
+	// Links, when set, connects to roles of this process in memory (see
+	// Links); other targets still use mTLS over TCP.
+	Links *Links
 }
 
 // Dial creates a client connection to target (host:port) with mTLS, tracing
@@ -49,9 +52,15 @@ func Dial(target string, o ClientOptions) (*grpc.ClientConn, error) {
 		// nothing for the resolver to balance.
 		target = "passthrough:///" + target
 	}
-	return grpc.NewClient(target,
+	var creds credentials.TransportCredentials = credentials.NewTLS(o.Source.ClientConfig(o.ServerRoles...))
+	var extra []grpc.DialOption
+	if o.Links != nil {
+		creds = linkCreds{TransportCredentials: creds, src: o.Source, serverRoles: o.ServerRoles}
+		extra = append(extra, grpc.WithContextDialer(o.Links.dialer()))
+	}
+	return grpc.NewClient(target, append(extra,
 		grpc.WithConnectParams(connectParams),
-		grpc.WithTransportCredentials(credentials.NewTLS(o.Source.ClientConfig(o.ServerRoles...))),
+		grpc.WithTransportCredentials(creds),
 		grpc.WithStatsHandler(otelgrpc.NewClientHandler(o.Telemetry.options()...)),
 		grpc.WithChainUnaryInterceptor(typedUnary),
 		grpc.WithChainStreamInterceptor(typedStream),
@@ -63,7 +72,7 @@ func Dial(target string, o ClientOptions) (*grpc.ClientConn, error) {
 		grpc.WithSharedWriteBuffer(true),
 		experimental.WithBufferPool(transportPool),
 		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 20 * time.Second, Timeout: 10 * time.Second, PermitWithoutStream: true}),
-	)
+	)...)
 }
 
 // connectParams bound the reconnect backoff to a peer. gRPC's default grows

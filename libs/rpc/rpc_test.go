@@ -82,10 +82,14 @@ func check(t *testing.T, conn *grpc.ClientConn, service string) error {
 	return err
 }
 
+// TestMutualTLSMatrix checks who may call whom, over mTLS TCP and over the
+// all-in-one's in-process links, which must apply the same identity checks
+// as the handshake (CA, key usage, validity, the allowed server roles).
 func TestMutualTLSMatrix(t *testing.T) {
 	good := pkitest.New(t)
 	other := pkitest.New(t) // a different CA
-	addr, hs := startServer(t, good.Source(t, pki.RolePartitiond, "p1"), Telemetry{})
+	links := NewLinks()
+	addr, hs := serveLinked(t, links, good.Source(t, pki.RolePartitiond, "p1"), Telemetry{})
 
 	expired, err := func() (*pki.Source, error) {
 		f, err := good.CA.IssueToDir(good.Dir, "expired", pki.NodeSpec{
@@ -103,52 +107,63 @@ func TestMutualTLSMatrix(t *testing.T) {
 
 	cases := []struct {
 		name    string
-		dial    func() (*grpc.ClientConn, error)
-		wantErr string // substring of the error; "" = success
+		opts    ClientOptions
+		tlsOnly func() (*grpc.ClientConn, error) // a raw dial without our options (TLS only)
+		wantErr string                           // substring of the error; "" = success
 	}{
-		{"right CA and role", func() (*grpc.ClientConn, error) {
-			return Dial(addr, ClientOptions{Source: good.Source(t, pki.RoleGateway, "g1"), ServerRoles: []pki.Role{pki.RolePartitiond}})
-		}, ""},
-		{"wrong role is refused by policy", func() (*grpc.ClientConn, error) {
-			return Dial(addr, ClientOptions{Source: good.Source(t, pki.RoleCoordinatord, "c1")})
-		}, "peer_role_forbidden"},
-		{"client cert from another CA", func() (*grpc.ClientConn, error) {
-			return Dial(addr, ClientOptions{Source: other.Source(t, pki.RoleGateway, "g1")})
-		}, "router_not_available"},
-		{"expired client cert", func() (*grpc.ClientConn, error) {
-			return Dial(addr, ClientOptions{Source: expired})
-		}, "router_not_available"},
-		{"no client certificate", func() (*grpc.ClientConn, error) {
+		{name: "right CA and role", opts: ClientOptions{Source: good.Source(t, pki.RoleGateway, "g1"), ServerRoles: []pki.Role{pki.RolePartitiond}}},
+		{name: "wrong role is refused by policy", opts: ClientOptions{Source: good.Source(t, pki.RoleCoordinatord, "c1")}, wantErr: "peer_role_forbidden"},
+		{name: "client cert from another CA", opts: ClientOptions{Source: other.Source(t, pki.RoleGateway, "g1")}, wantErr: "router_not_available"},
+		{name: "expired client cert", opts: ClientOptions{Source: expired}, wantErr: "router_not_available"},
+		{name: "no client certificate", tlsOnly: func() (*grpc.ClientConn, error) {
 			src := good.Source(t, pki.RoleGateway, "g1")
 			cfg := src.ClientConfig()
 			cfg.GetClientCertificate = nil
 			return grpc.NewClient(addr, grpc.WithTransportCredentials(credentials.NewTLS(cfg)), grpc.WithChainUnaryInterceptor(typedUnary))
-		}, "router_not_available"},
-		{"server with unexpected role", func() (*grpc.ClientConn, error) {
-			return Dial(addr, ClientOptions{Source: good.Source(t, pki.RoleGateway, "g1"), ServerRoles: []pki.Role{pki.RoleMetad}})
-		}, "router_not_available"},
+		}, wantErr: "router_not_available"},
+		{name: "server with unexpected role", opts: ClientOptions{Source: good.Source(t, pki.RoleGateway, "g1"), ServerRoles: []pki.Role{pki.RoleMetad}}, wantErr: "router_not_available"},
 	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			conn, err := tc.dial()
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer conn.Close()
-			err = check(t, conn, "")
-			if tc.wantErr == "" {
+	for _, transport := range []struct {
+		name    string
+		links   *Links
+		network string
+	}{{"tls", nil, "tcp"}, {"link", links, "inprocess"}} {
+		for _, tc := range cases {
+			t.Run(transport.name+"/"+tc.name, func(t *testing.T) {
+				var conn *grpc.ClientConn
+				var err error
+				switch {
+				case tc.tlsOnly == nil:
+					opts := tc.opts
+					opts.Links = transport.links
+					conn, err = Dial(addr, opts)
+				case transport.links == nil:
+					conn, err = tc.tlsOnly()
+				default:
+					t.Skip("a link always presents the caller's certificate")
+				}
 				if err != nil {
-					t.Fatalf("want success, got %v", err)
+					t.Fatal(err)
 				}
-				if hs.lastPeer != (pki.Identity{Role: pki.RoleGateway, NodeID: "g1"}) {
-					t.Fatalf("peer identity = %+v", hs.lastPeer)
+				defer conn.Close()
+				err = check(t, conn, "")
+				if tc.wantErr == "" {
+					if err != nil {
+						t.Fatalf("want success, got %v", err)
+					}
+					if hs.lastPeer != (pki.Identity{Role: pki.RoleGateway, NodeID: "g1"}) {
+						t.Fatalf("peer identity = %+v", hs.lastPeer)
+					}
+					if n := peerNetwork(t, conn); n != transport.network {
+						t.Fatalf("call went over %q, want %q", n, transport.network)
+					}
+					return
 				}
-				return
-			}
-			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
-				t.Fatalf("want error containing %q, got %v", tc.wantErr, err)
-			}
-		})
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("want error containing %q, got %v", tc.wantErr, err)
+				}
+			})
+		}
 	}
 }
 

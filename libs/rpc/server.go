@@ -89,6 +89,9 @@ type ServerOptions struct {
 	Telemetry Telemetry
 	// Metrics, when set, records per-method request counts and latency.
 	Metrics *Metrics
+	// Links, when set, lets the server also serve in-process connections
+	// (serve it on a Links.Listen listener as well).
+	Links *Links
 }
 
 // NewServer builds a gRPC server with mTLS, the role policy, recovery,
@@ -106,8 +109,12 @@ func NewServer(o ServerOptions) (*grpc.Server, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	in := interceptors{policy: o.Policy, log: log, metrics: o.Metrics}
+	var creds credentials.TransportCredentials = credentials.NewTLS(o.Source.ServerConfig())
+	if o.Links != nil {
+		creds = linkCreds{TransportCredentials: creds, src: o.Source}
+	}
 	return grpc.NewServer(
-		grpc.Creds(credentials.NewTLS(o.Source.ServerConfig())),
+		grpc.Creds(creds),
 		grpc.StatsHandler(otelgrpc.NewServerHandler(o.Telemetry.options()...)),
 		grpc.ChainUnaryInterceptor(in.unary),
 		grpc.ChainStreamInterceptor(in.stream),

@@ -263,6 +263,15 @@ func (p *Proc) Start() {
 	p.proc.Start()
 }
 
+// Pid returns the OS process id of the current run (0 before the first
+// Start).
+func (p *Proc) Pid() int {
+	if p.proc == nil {
+		return 0
+	}
+	return p.proc.Pid()
+}
+
 // Kill sends SIGKILL (kill -9) and waits for the process to exit.
 func (p *Proc) Kill() {
 	if p.proc != nil {

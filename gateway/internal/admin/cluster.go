@@ -18,77 +18,6 @@ import (
 	partitionv1 "github.com/strataio/strata/proto/strata/partition/v1"
 )
 
-// clusterJSON is the CLUSTER_STATUS document. Spec 4.4 names its content,
-// not its field names; these are Strata's (docs/gateway.md, CLUSTER_STATUS).
-type clusterJSON struct {
-	Brokers    clusterBrokers    `json:"brokers"`
-	RaftLeader clusterRaftLeader `json:"raft_leader"`
-	// RaftServers are metad's Raft configuration (voters and non-voters).
-	RaftServers []clusterRaft `json:"raft_servers"`
-	// Partitions are the application topics' partitions, with the internal
-	// topics' too when the request said internal=true.
-	Partitions []clusterPartition `json:"partitions"`
-	// The two counts cover every partition, internal topics included: a
-	// leaderless __consumer_offsets partition is what an operator must see.
-	LeaderlessPartitions      int32         `json:"leaderless_partitions"`
-	UnderReplicatedPartitions int32         `json:"under_replicated_partitions"`
-	Topics                    clusterTopics `json:"topics"`
-	// InternalShown says whether Partitions include the internal topics.
-	InternalShown bool   `json:"internal_shown"`
-	Revision      uint64 `json:"revision"`
-}
-
-type clusterBrokers struct {
-	Active   []clusterNode `json:"active"`
-	Inactive []clusterNode `json:"inactive"`
-}
-
-// clusterTopics counts the live topics (not being deleted).
-type clusterTopics struct {
-	Application int `json:"application"`
-	Internal    int `json:"internal"`
-}
-
-type clusterNode struct {
-	ID            string `json:"id"`
-	Role          string `json:"role"`
-	RPCAddress    string `json:"rpc_address"`
-	ClientAddress string `json:"client_address,omitempty"`
-}
-
-type clusterRaftLeader struct {
-	ID      string `json:"id"`
-	Address string `json:"address"`
-}
-
-type clusterRaft struct {
-	ID       string `json:"id"`
-	Address  string `json:"address"`
-	Suffrage string `json:"suffrage"`
-}
-
-// HWM sources of a clusterPartition.
-const (
-	// hwmLeader: the partition leader's LIST_OFFSETS answer, the value
-	// LIST_OFFSETS and DESCRIBE report.
-	hwmLeader = "leader"
-	// hwmCheckpoint: metad's committed_hwm, a checkpoint that may lag (the
-	// leader did not answer within clusterOffsetsWait, or there is none).
-	hwmCheckpoint = "checkpoint"
-)
-
-type clusterPartition struct {
-	Topic       string   `json:"topic"`
-	Partition   int32    `json:"partition"`
-	Internal    bool     `json:"internal,omitempty"`
-	Leader      string   `json:"leader"`
-	LeaderEpoch uint64   `json:"leader_epoch"`
-	HWM         uint64   `json:"hwm"`
-	HWMSource   string   `json:"hwm_source"`
-	Replicas    []string `json:"replicas"`
-	ISR         []string `json:"isr"`
-}
-
 // clusterStatus is CLUSTER_STATUS [internal=true]: metad's view of nodes,
 // Raft servers and partitions as `OK cluster=<json>`, with each partition's
 // HWM from its leader.
@@ -99,12 +28,12 @@ func (a *Handlers) clusterStatus(ctx context.Context, c *command.Call) ([]byte, 
 	if err != nil {
 		return nil, err
 	}
-	cs := clusterJSON{Brokers: clusterBrokers{Active: []clusterNode{}, Inactive: []clusterNode{}}, RaftServers: []clusterRaft{},
-		Partitions: []clusterPartition{}, RaftLeader: clusterRaftLeader{ID: resp.GetRaftLeaderId(), Address: resp.GetRaftLeaderAddress()},
+	cs := wire.ClusterStatus{Brokers: wire.ClusterBrokers{Active: []wire.ClusterNode{}, Inactive: []wire.ClusterNode{}}, RaftServers: []wire.ClusterRaftServer{},
+		Partitions: []wire.ClusterPartition{}, RaftLeader: wire.ClusterRaftLeader{ID: resp.GetRaftLeaderId(), Address: resp.GetRaftLeaderAddress()},
 		LeaderlessPartitions: resp.GetOfflinePartitions(), UnderReplicatedPartitions: resp.GetUnderReplicatedPartitions(),
 		InternalShown: internal, Revision: resp.GetRevision()}
 	for _, n := range resp.GetNodes() {
-		cn := clusterNode{ID: n.GetId(), Role: roleName(n.GetRole()), RPCAddress: n.GetRpcAddress(), ClientAddress: n.GetClientAddress()}
+		cn := wire.ClusterNode{ID: n.GetId(), Role: roleName(n.GetRole()), RPCAddress: n.GetRpcAddress(), ClientAddress: n.GetClientAddress()}
 		if n.GetLive() {
 			cs.Brokers.Active = append(cs.Brokers.Active, cn)
 		} else {
@@ -112,7 +41,7 @@ func (a *Handlers) clusterStatus(ctx context.Context, c *command.Call) ([]byte, 
 		}
 	}
 	for _, s := range resp.GetRaftServers() {
-		cs.RaftServers = append(cs.RaftServers, clusterRaft{ID: s.GetId(), Address: s.GetAddress(), Suffrage: s.GetSuffrage()})
+		cs.RaftServers = append(cs.RaftServers, wire.ClusterRaftServer{ID: s.GetId(), Address: s.GetAddress(), Suffrage: s.GetSuffrage()})
 	}
 	var shown []*metav1.Topic
 	for _, t := range resp.GetTopics() {
@@ -133,11 +62,11 @@ func (a *Handlers) clusterStatus(ctx context.Context, c *command.Call) ([]byte, 
 	for _, t := range shown {
 		name := t.GetConfig().GetName()
 		for _, p := range t.GetPartitions() {
-			cp := clusterPartition{Topic: name, Partition: p.GetId(), Internal: t.GetConfig().GetInternal(), Leader: p.GetLeader(),
-				LeaderEpoch: p.GetLeaderEpoch(), HWM: p.GetCommittedHwm(), HWMSource: hwmCheckpoint,
+			cp := wire.ClusterPartition{Topic: name, Partition: p.GetId(), Internal: t.GetConfig().GetInternal(), Leader: p.GetLeader(),
+				LeaderEpoch: p.GetLeaderEpoch(), HWM: p.GetCommittedHwm(), HWMSource: wire.HWMSourceCheckpoint,
 				Replicas: nonNil(p.GetReplicas()), ISR: nonNil(p.GetIsr())}
 			if o, ok := offs[pkey{name, p.GetId()}]; ok {
-				cp.HWM, cp.HWMSource = o.GetHwm(), hwmLeader
+				cp.HWM, cp.HWMSource = o.GetHwm(), wire.HWMSourceLeader
 			}
 			cs.Partitions = append(cs.Partitions, cp)
 		}

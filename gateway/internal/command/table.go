@@ -14,9 +14,7 @@ import (
 // names the command). It is the one place that says so: when a subsystem
 // lands, its lines go and its family registers handlers (registering a
 // command still listed here panics).
-var notBuilt = map[wire.Command]string{
-	wire.CmdTxnAppendStream: "transactional event appends are not built yet in Strata",
-}
+var notBuilt = map[wire.Command]string{}
 
 // Family is a set of command handlers (admin, records, groups); Register
 // adds them to the table.

@@ -30,50 +30,23 @@ const (
 func (h *Handlers) appendStream(ctx context.Context, c *command.Call) ([]byte, error) {
 	p := param.Read(c.Req, c.Command)
 	topic, key := p.Required(param.Topic), p.Required(keyParam)
-	ver := p.RequiredUint(versionParam)
-	msg := p.Present(param.Message)
-	schema := uint64(1)
-	if v, ok := c.Req.Get("schema_version"); ok {
-		n, err := strconv.ParseUint(v, 10, 32)
-		if err != nil || n < 1 {
-			p.Check(errcode.InvalidSchemaVersion.New("schema_version must be an integer of at least 1", "schema_version", param.Clip(v)))
-		}
-		schema = n
-	}
-	meta := c.Req.Value("metadata")
-	if meta != "" && !json.Valid([]byte(meta)) {
-		p.Check(param.Invalid("metadata", meta, "must be JSON"))
-	}
+	ev := readEvent(c, &p)
 	if err := p.Err(); err != nil {
 		return nil, err
-	}
-	if ver == 0 {
-		return nil, param.Invalid("version", "0", "must be at least 1 (the stream's current version + 1)")
 	}
 	s, err := h.resolve(ctx, topic, key)
 	if err != nil {
 		return nil, err
 	}
-	rec := wire.Record{Topic: topic, Timestamp: time.Now().UnixMilli(), Key: key, EventType: c.Req.Value("event_type"),
-		SchemaVersion: uint32(schema), AggregateVersion: ver, Metadata: meta, Payload: []byte(msg)}
-	replay := s.topic.GetConfig().GetAggregateReplay()
-	if replay {
-		p := param.Read(c.Req, c.Command)
-		rec.EventID = p.Required(param.Name{Key: "event_id", Missing: errcode.MissingParameter})
-		rec.ProducerID = c.Req.Value("producerId")
-		seq, _ := p.OptUint("seqNum", 0)
-		epoch := p.OptInt("epoch", 0, -1<<31, 1<<31-1)
-		if err := p.Err(); err != nil {
-			return nil, err
-		}
-		rec.SeqNum, rec.Epoch = seq, epoch
-		sum := sha256.Sum256(rec.Payload)
-		rec.PayloadDigest = hex.EncodeToString(sum[:])
+	rec, replay, err := ev.record(c, s)
+	if err != nil {
+		return nil, err
 	}
 	b, err := rec.AppendTo(nil)
 	if err != nil {
 		return nil, err
 	}
+	ver := ev.version
 	resp, err := toLeader(ctx, h.r, s, streamv1.StreamServiceClient.AppendStream, func(t *metav1.Topic) *streamv1.AppendStreamRequest {
 		return &streamv1.AppendStreamRequest{Stream: s.ref(t), Version: ver, Record: b, AggregateReplay: replay}
 	})
@@ -88,6 +61,58 @@ func (h *Handlers) appendStream(ctx context.Context, c *command.Call) ([]byte, e
 		out = wire.AppendOKBool(out, "duplicate", true)
 	}
 	return out, nil
+}
+
+// event is an event's parameters (APPEND_STREAM's and TXN_APPEND_STREAM's).
+type event struct {
+	version uint64
+	schema  uint64
+	meta    string
+	msg     string
+}
+
+// readEvent reads version, message, schema_version and metadata; a
+// version of 0 is refused once the other parameters are present.
+func readEvent(c *command.Call, p *param.Reader) event {
+	ev := event{version: p.RequiredUint(versionParam), msg: p.Present(param.Message), schema: 1}
+	if v, ok := c.Req.Get("schema_version"); ok {
+		n, err := strconv.ParseUint(v, 10, 32)
+		if err != nil || n < 1 {
+			p.Check(errcode.InvalidSchemaVersion.New("schema_version must be an integer of at least 1", "schema_version", param.Clip(v)))
+		}
+		ev.schema = n
+	}
+	ev.meta = c.Req.Value("metadata")
+	if ev.meta != "" && !json.Valid([]byte(ev.meta)) {
+		p.Check(param.Invalid("metadata", ev.meta, "must be JSON"))
+	}
+	if p.Err() == nil && ev.version == 0 {
+		p.Check(param.Invalid("version", "0", "must be at least 1 (the stream's current version + 1)"))
+	}
+	return ev
+}
+
+// record builds the event record for stream s. On aggregate replay topics
+// (replay true) it also carries event_id (required), the producer fields
+// (producerId, seqNum, epoch) and the payload's SHA-256 digest.
+func (ev event) record(c *command.Call, s *stream) (rec wire.Record, replay bool, err error) {
+	rec = wire.Record{Topic: s.name, Timestamp: time.Now().UnixMilli(), Key: s.key, EventType: c.Req.Value("event_type"),
+		SchemaVersion: uint32(ev.schema), AggregateVersion: ev.version, Metadata: ev.meta, Payload: []byte(ev.msg)}
+	replay = s.topic.GetConfig().GetAggregateReplay()
+	if replay {
+		p := param.Read(c.Req, c.Command)
+		rec.EventID = p.Required(param.Name{Key: "event_id", Missing: errcode.MissingParameter})
+		rec.ProducerID = c.Req.Value("producerId")
+		seq, _ := p.OptUint("seqNum", 0)
+		epoch := p.OptInt("epoch", 0, -1<<31, 1<<31-1)
+		if err := p.Err(); err != nil {
+			return rec, false, err
+		}
+		rec.SeqNum, rec.Epoch = seq, epoch
+		sum := sha256.Sum256(rec.Payload)
+		rec.PayloadDigest = hex.EncodeToString(sum[:])
+	}
+	return rec, replay, nil
 }
 
 // streamVersion is STREAM_VERSION: `OK version=<n>`, 0 for an unknown

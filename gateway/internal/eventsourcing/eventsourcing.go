@@ -49,6 +49,7 @@ func (h *Handlers) Register(t *command.Table) {
 	t.Handle(wire.CmdReadStreamHistory, h.readStreamHistory)
 	t.Handle(wire.CmdAggregateReplayProof, h.aggregateReplayProof)
 	t.Handle(wire.CmdAggregateEventRangeRead, h.aggregateEventRangeRead)
+	t.Handle(wire.CmdTxnAppendStream, h.txnAppendStream)
 }
 
 // stream is a resolved aggregate: its topic and partition.

@@ -40,8 +40,8 @@ type Handlers struct {
 // New returns the transaction commands routed through r.
 func New(r route.Router) *Handlers { return &Handlers{r: r, rr: map[string]*placement.RoundRobin{}} }
 
-// Register implements command.Family. TXN_APPEND_STREAM stays listed as
-// not built in the command table.
+// Register implements command.Family. TXN_APPEND_STREAM, a transactional
+// event append, is the event-sourcing family's (gateway/internal/eventsourcing).
 func (h *Handlers) Register(t *command.Table) {
 	t.Handle(wire.CmdSendOffsetsToTxn, h.sendOffsetsToTxn)
 	t.Handle(wire.CmdInitProducerID, h.initProducerID)

@@ -3,7 +3,10 @@
 package pkitest
 
 import (
+	"crypto/x509"
+	"encoding/pem"
 	"net"
+	"os"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -68,3 +71,21 @@ func (p *PKI) Source(t testing.TB, role pki.Role, nodeID string) *pki.Source {
 
 // Path returns a path inside the PKI directory.
 func (p *PKI) Path(name string) string { return filepath.Join(p.Dir, name) }
+
+// ReadCert reads the first certificate of a PEM file.
+func ReadCert(t testing.TB, path string) *x509.Certificate {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := pem.Decode(data)
+	if b == nil {
+		t.Fatalf("%s: no PEM", path)
+	}
+	c, err := x509.ParseCertificate(b.Bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}

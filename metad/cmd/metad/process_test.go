@@ -452,11 +452,7 @@ func TestKillNineTheLeaderInALoopUnderWrites(t *testing.T) {
 
 // listTopics reads every topic and the revision they are at from the leader.
 func listTopics(ctx context.Context, c *cluster) (map[string]*metav1.Topic, uint64, error) {
-	var r *metav1.ListTopicsResponse
-	err := c.client.Call(ctx, func(ctx context.Context, m metav1.MetadataServiceClient) (err error) {
-		r, err = m.ListTopics(ctx, &metav1.ListTopicsRequest{IncludeInternal: true})
-		return err
-	})
+	r, err := metaclient.Invoke(ctx, c.client, metav1.MetadataServiceClient.ListTopics, &metav1.ListTopicsRequest{IncludeInternal: true})
 	out := map[string]*metav1.Topic{}
 	for _, tp := range r.GetTopics() {
 		out[tp.GetConfig().GetName()] = tp

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
@@ -305,4 +306,34 @@ func TestMissingLogDirectoryIsStartupError(t *testing.T) {
 	if !errors.As(err, &e2) || field(e2, "topic") != "t" {
 		t.Fatalf("%v", err)
 	}
+}
+
+// A request that races the node's shutdown (a clean stop) gets a retryable
+// availability answer the gateway reroutes on, never the final
+// partition_not_found a deleted partition gets (TestReplicationFailover saw
+// partition_not_found during a clean stop).
+func TestClosedNodeAnswersRetryably(t *testing.T) {
+	e := newNodeEnv(t)
+	n := e.open(t)
+	p := mustCreate(t, n, "t", 0, TopicConfig{})
+	appendPayloads(t, p, "a")
+	done := make(chan error, 1)
+	go func() {
+		_, err := p.Fetch(context.Background(), &FetchRequest{Offset: 1, Wait: time.Minute})
+		done <- err
+	}()
+	time.Sleep(10 * time.Millisecond)
+	if err := n.Close(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if e := wantCode(t, err, errcode.RoleUnavailable); !e.Retryable {
+			t.Fatalf("not retryable: %v", e)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("long poll outlived the node")
+	}
+	_, err := p.Fetch(context.Background(), &FetchRequest{})
+	wantCode(t, err, errcode.RoleUnavailable)
 }

@@ -55,7 +55,8 @@ type AppendRequest struct {
 	ISRSize int
 	MinISR  int
 	// Guard, when set, runs under the partition's append lock right before
-	// the batch is written (after the lifecycle and leader checks); an error
+	// the batch is written (after the lifecycle, leader, transaction and
+	// dedup checks); an error
 	// refuses the append. Appended runs under the same lock right after the
 	// write with the batch's first offset. Together they make a check and
 	// an append one step: APPEND_STREAM's version check
@@ -205,8 +206,13 @@ func utoa(v uint64) string { return strconv.FormatUint(v, 10) }
 // that carry another lifecycle epoch.
 func (p *Partition) check(epoch uint64) error {
 	switch p.gone.Load() {
-	case goneDeleted, goneClosed:
+	case goneDeleted:
 		return errcode.PartitionNotFound.New("partition is not hosted on this node", p.fields()...)
+	case goneClosed:
+		// The node is shutting down (a clean stop moves leadership away
+		// first): requests that raced the close are retried on the new
+		// leader. partition_not_found would be final for the client.
+		return errcode.RoleUnavailable.New("partition server is shutting down", p.fields()...)
 	case goneTruncated:
 		cur := p.goneEpoch.Load()
 		if epoch < cur {
@@ -429,12 +435,6 @@ func (p *Partition) AppendAsync(ctx context.Context, req *AppendRequest) (*Pendi
 			return nil, p.storageErr(err)
 		}
 	}
-	if req.Guard != nil {
-		if err := req.Guard(); err != nil {
-			p.mu.Unlock()
-			return nil, err
-		}
-	}
 	if dedup {
 		v, err := p.producers.Check(pb, now)
 		if err != nil {
@@ -445,6 +445,15 @@ func (p *Partition) AppendAsync(ctx context.Context, req *AppendRequest) (*Pendi
 			p.mu.Unlock()
 			res := AppendResult{BaseOffset: v.Ref.BaseOffset, LastOffset: v.Ref.LastOffset, Duplicate: true, LeaderEpoch: meta.LeaderEpoch}
 			return &PendingAppend{Result: res, p: p, durable: v.Ref.LastOffset + 1, all: req.Acks == AcksAll}, nil
+		}
+	}
+	// The guard runs after the dedup check: a retried transactional event
+	// append (TXN_APPEND_STREAM) is answered as the duplicate it is, not
+	// refused because its own first attempt took the version.
+	if req.Guard != nil {
+		if err := req.Guard(); err != nil {
+			p.mu.Unlock()
+			return nil, err
 		}
 	}
 	b.LeaderEpoch = p.meta.Load().LeaderEpoch

@@ -13,6 +13,7 @@ import (
 	"github.com/strataio/strata/partitiond/internal/fsys"
 	"github.com/strataio/strata/partitiond/internal/record"
 	"github.com/strataio/strata/partitiond/internal/recordtest"
+	"github.com/strataio/strata/partitiond/internal/segment"
 )
 
 const testTopic = "orders"
@@ -77,6 +78,25 @@ func (e *testEnv) open(t testing.TB, mod ...func(*Config)) *Log {
 		t.Fatalf("open: %v", err)
 	}
 	return l
+}
+
+// reopen closes l (cleanly) and opens the log again.
+func (e *testEnv) reopen(t testing.TB, l *Log) *Log {
+	t.Helper()
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return e.open(t)
+}
+
+// batchStarts are the positions of the batches of a segment file's data.
+func batchStarts(data []byte) []int64 {
+	var starts []int64
+	segment.Scan(bytes.NewReader(data), 0, int64(len(data)), func(pos int64, _ *segment.Header, _ []byte) error {
+		starts = append(starts, pos)
+		return nil
+	})
+	return starts
 }
 
 // appendN appends n single-record batches with payloads payloadFor(offset)

@@ -14,10 +14,7 @@ func TestAppendReadAcrossRollsAndReopen(t *testing.T) {
 	if end := readAll(t, l, 0, 100); end != 200 {
 		t.Fatalf("read end %d", end)
 	}
-	if err := l.Close(); err != nil {
-		t.Fatal(err)
-	}
-	l = e.open(t)
+	l = e.reopen(t, l)
 	defer l.Close()
 	if l.EndOffset() != 200 || l.DurableEnd() != 200 {
 		t.Fatalf("reopened end %d durable %d", l.EndOffset(), l.DurableEnd())

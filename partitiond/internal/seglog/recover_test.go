@@ -122,11 +122,7 @@ func TestMidLogCorruptionIsStartupError(t *testing.T) {
 			c := e.crashed(0) // crash: no clean-close checkpoint
 			l.Close()
 			data := fileBytes(t, c.mem, path)
-			var starts []int64
-			segment.Scan(bytes.NewReader(data), 0, int64(len(data)), func(pos int64, _ *segment.Header, _ []byte) error {
-				starts = append(starts, pos)
-				return nil
-			})
+			starts := batchStarts(data)
 			data[starts[tc.batch]+int64(tc.flip)] ^= 0x40
 			writeFile(t, c.mem, path, data)
 			_, err := Open(c.config())
@@ -152,13 +148,7 @@ func TestClosedSegmentCorruption(t *testing.T) {
 		}
 		path := l.cfg.FS.Join(l.cfg.Dir, segment.FileName(segs[0].Base, segment.LogExt))
 		l.Close()
-		data := fileBytes(t, e.mem, path)
-		var starts []int64
-		segment.Scan(bytes.NewReader(data), 0, int64(len(data)), func(pos int64, _ *segment.Header, _ []byte) error {
-			starts = append(starts, pos)
-			return nil
-		})
-		return e, path, starts
+		return e, path, batchStarts(fileBytes(t, e.mem, path))
 	}
 	flip := func(t *testing.T, e *testEnv, path string, at int64) {
 		data := fileBytes(t, e.mem, path)

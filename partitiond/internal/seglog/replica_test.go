@@ -224,10 +224,7 @@ func TestTruncateTo(t *testing.T) {
 			}
 			before := batchesOf(t, l)
 			epochs := l.Epochs()
-			if err := l.Close(); err != nil {
-				t.Fatal(err)
-			}
-			l = e.open(t)
+			l = e.reopen(t, l)
 			defer l.Close()
 			sameBatches(t, before, batchesOf(t, l))
 			if !equalEpochs(l.Epochs(), epochs) {
@@ -254,10 +251,7 @@ func TestSkipTo(t *testing.T) {
 	if end := readAll(t, l, 70, 100); end != 75 {
 		t.Fatalf("read to %d", end)
 	}
-	if err := l.Close(); err != nil {
-		t.Fatal(err)
-	}
-	l = e.open(t)
+	l = e.reopen(t, l)
 	defer l.Close()
 	if l.StartOffset() != 40 || l.EndOffset() != 75 {
 		t.Fatalf("reopened start %d end %d", l.StartOffset(), l.EndOffset())

@@ -1,6 +1,7 @@
 package blackbox
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -395,6 +396,161 @@ func eventSourcing(t *testing.T, c framework.Cluster) {
 		_, err = cl.Browse(ctx, "es-missing", 0, client.BrowseOptions{})
 		framework.CheckErr(t, "browse unknown topic", err, *framework.Want("topic_not_found", cNotFound, false))
 	})
+
+	t.Run("transactional appends", func(t *testing.T) {
+		txnAppends(t, c, ctx, cl)
+	})
+}
+
+// txnAppends: TXN_APPEND_STREAM. One transaction appends v2, v3, v4 of an
+// aggregate (each checked against the head counting its own open events);
+// while it is open readers see v1 only and other writers get the retryable
+// concurrent_transactions; the commit shows all four. An aborted
+// transaction gives its versions back. Table A (54) and table B (29)
+// clients get the same answers under their own ids.
+func txnAppends(t *testing.T, c framework.Cluster, ctx context.Context, cl *client.Client) {
+	framework.CreateTopics(t, ctx, cl, "topic=es-txn partitions=2 event_sourcing=true")
+	ev := func(key string, v uint64, p string) client.Event {
+		return client.Event{Topic: "es-txn", Key: key, Version: v, EventType: "Moved", Metadata: `{"by":"txn"}`, Payload: []byte(p)}
+	}
+	versions := func(key string) []uint64 {
+		t.Helper()
+		r, err := cl.ReadStream(ctx, "es-txn", key, 1, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []uint64
+		for _, e := range r.Events {
+			out = append(out, e.AggregateVersion)
+		}
+		return out
+	}
+	if _, err := cl.AppendStream(ctx, ev("cart", 1, "plain-1")); err != nil {
+		t.Fatal(err)
+	}
+	tp := cl.NewTxnProducer("es-txn-writer")
+	if err := tp.Begin(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for v := uint64(2); v <= 4; v++ {
+		res, err := tp.AppendStream(ctx, ev("cart", v, "txn-"+strconv.FormatUint(v, 10)))
+		if err != nil {
+			t.Fatalf("txn append %d: %v", v, err)
+		}
+		if res.Version != v || res.Partition != framework.FNVPartition("cart", 2) {
+			t.Fatalf("txn append %d: %+v", v, res)
+		}
+	}
+	s := tp.Session()
+	sess := "transactional_id=es-txn-writer producerId=" + s.ProducerID + " epoch=" + strconv.FormatInt(s.Epoch, 10)
+	framework.RunCases(t, ctx, cl, []framework.Case{
+		{Cmd: "STREAM_VERSION topic=es-txn key=cart", Prefix: "OK", Fields: map[string]string{"version": "1"}},
+		{Cmd: "APPEND_STREAM topic=es-txn key=cart version=5 message=racer",
+			Err: framework.Want("concurrent_transactions", cAvail, true, "reason", "aggregate_in_transaction", "current", "1")},
+		{Cmd: "TXN_APPEND_STREAM " + sess + " seqNum=90 topic=es-txn key=cart version=4 message=stale",
+			Err: framework.Want("version_conflict", cConflict, false, "current", "4", "expected", "4")},
+		{Cmd: "TXN_APPEND_STREAM " + sess + " topic=es-txn key=cart version=5 message=x",
+			Err: framework.Want("invalid_parameter", cValidation, false, "param", "seqNum")},
+		{Cmd: "TXN_APPEND_STREAM " + sess + " seqNum=91 topic=es-plain key=cart version=1 message=x",
+			Err: framework.Want("event_sourcing_not_enabled", cValidation, false, "topic", "es-plain")},
+		{Cmd: "TXN_APPEND_STREAM transactional_id=es-txn-nobody producerId=p epoch=1 seqNum=1 topic=es-txn key=other version=1 message=x",
+			Err: framework.Want("transaction_not_found", cNotFound, false)},
+	})
+	if got := versions("cart"); fmt.Sprint(got) != "[1]" {
+		t.Fatalf("read while open: %v", got)
+	}
+	if err := tp.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r, err := cl.ReadStream(ctx, "es-txn", "cart", 1, 0)
+	if err != nil || r.Count != 4 || string(r.Events[3].Payload) != "txn-4" || r.Events[3].EventType != "Moved" {
+		t.Fatalf("read after commit: %+v %v", r, err)
+	}
+
+	// Abort: v5, v6 go back; a plain append then takes v5.
+	if err := tp.Begin(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for v := uint64(5); v <= 6; v++ {
+		if _, err := tp.AppendStream(ctx, ev("cart", v, "doomed")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := tp.AppendStream(ctx, ev("fresh", 1, "doomed")); err != nil {
+		t.Fatal(err)
+	}
+	if err := tp.Abort(ctx); err != nil {
+		t.Fatal(err)
+	}
+	framework.RunCases(t, ctx, cl, []framework.Case{
+		{Cmd: "STREAM_VERSION topic=es-txn key=cart", Prefix: "OK", Fields: map[string]string{"version": "4"}},
+		{Cmd: "STREAM_VERSION topic=es-txn key=fresh", Prefix: "OK", Fields: map[string]string{"version": "0"}},
+	})
+	if _, err := cl.AppendStream(ctx, ev("cart", 5, "plain-5")); err != nil {
+		t.Fatalf("version 5 after the abort: %v", err)
+	}
+	if _, err := cl.AppendStream(ctx, ev("fresh", 1, "plain-1")); err != nil {
+		t.Fatalf("fresh version 1 after the abort: %v", err)
+	}
+	if got := versions("cart"); fmt.Sprint(got) != "[1 2 3 4 5]" {
+		t.Fatalf("read after abort: %v", got)
+	}
+
+	// Both wire tables.
+	for i, tc := range []struct {
+		name  string
+		table *wire.CommandTable
+	}{{"table A", wire.TableA}, {"table B", wire.TableB}} {
+		if err := tp.Begin(ctx); err != nil {
+			t.Fatal(err)
+		}
+		s := tp.Session()
+		raw := framework.NegotiateTable(t, c.Gateways()[0].ClientAddr, tc.table, wire.CompressionNone)
+		want, _ := tc.table.ID(wire.CmdTxnAppendStream)
+		key := "table-" + strconv.Itoa(i)
+		id := raw.SendText("TXN_APPEND_STREAM transactional_id=es-txn-writer producerId=" + s.ProducerID + " epoch=" +
+			strconv.FormatInt(s.Epoch, 10) + " seqNum=1 topic=es-txn key=" + key + " version=1 event_type=T message=hello")
+		f := raw.MustRead()
+		if f.Header.Command != want || f.Header.RequestID != id || f.Header.Status != wire.StatusOK ||
+			!strings.HasPrefix(string(f.Payload), "OK transactional_id=es-txn-writer appended=true staged_messages=1 topic=es-txn partition=") ||
+			!strings.Contains(string(f.Payload), " version=1 offset=") {
+			t.Fatalf("%s: %+v %q", tc.name, f.Header, f.Payload)
+		}
+		raw.Conn.Close()
+		if err := tp.Commit(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if got := versions(key); fmt.Sprint(got) != "[1]" {
+			t.Fatalf("%s read: %v", tc.name, got)
+		}
+	}
+
+	// Fencing: a new INIT_PRODUCER_ID aborts the open transaction, and its
+	// version comes back (once the abort marker is written: until then a
+	// plain append is refused retryably).
+	if err := tp.Begin(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tp.AppendStream(ctx, ev("cart", 6, "fenced")); err != nil {
+		t.Fatal(err)
+	}
+	if err := tp.Begin(ctx); err != nil {
+		t.Fatal(err)
+	}
+	framework.Retry(t, ctx, func() error {
+		_, err := cl.AppendStream(ctx, ev("cart", 6, "plain-6"))
+		if err != nil && !errcode.IsRetryable(err) {
+			t.Fatalf("plain append after the fencing: %v", err)
+		}
+		return err
+	})
+	if err := tp.Abort(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r, err = cl.ReadStream(ctx, "es-txn", "cart", 6, 0)
+	if err != nil || r.Count != 1 || string(r.Events[0].Payload) != "plain-6" {
+		t.Fatalf("read after the fencing: %+v %v", r, err)
+	}
 }
 
 func containsCode(v any, code string) bool {

@@ -394,11 +394,12 @@ func topicAdmin(t *testing.T, c framework.Cluster) {
 	})
 
 	t.Run("unbuilt and internal commands", func(t *testing.T) {
+		framework.CreateTopics(t, ctx, cl, "topic=adm-plain partitions=1")
 		framework.RunCases(t, ctx, cl, []framework.Case{
 			// The suite's clusters run without enable_sasl: AUTH says so.
 			{Cmd: "AUTH principal=a token=b", Err: framework.Want("authentication_failed", cAuthz, false, "reason", "authentication_disabled")},
 			{Cmd: "BEGIN_TXN transactional_id=never-initialised producerId=p epoch=1", Err: framework.Want("transaction_not_found", cNotFound, false, "transactional_id", "never-initialised")},
-			{Cmd: "TXN_APPEND_STREAM transactional_id=t topic=adm key=k version=1 message=x", Err: framework.Want("UNSUPPORTED_FEATURE", cValidation, false, "command", "TXN_APPEND_STREAM")},
+			{Cmd: "TXN_APPEND_STREAM transactional_id=t producerId=p epoch=1 seqNum=1 topic=adm-plain key=k version=1 message=x", Err: framework.Want("event_sourcing_not_enabled", cValidation, false, "topic", "adm-plain")},
 		})
 		// Internal commands sent by a client over the wire (the client
 		// library refuses to send them, so raw frames).

@@ -3,7 +3,6 @@ package faults
 import (
 	"context"
 	"encoding/binary"
-	"encoding/json"
 	"io"
 	"net"
 	"net/http"
@@ -16,6 +15,7 @@ import (
 	"github.com/strataio/strata/libs/client"
 	"github.com/strataio/strata/libs/errcode"
 	"github.com/strataio/strata/libs/groups"
+	"github.com/strataio/strata/libs/looptest"
 	"github.com/strataio/strata/libs/pki"
 	"github.com/strataio/strata/libs/rpc"
 	"github.com/strataio/strata/libs/wire"
@@ -36,17 +36,7 @@ func TestCorruptOffsetsRecordKeepsAllInOneNotReady(t *testing.T) {
 	srv := a.Server()
 	ctx, cl := framework.Connect(t, a, 2*time.Minute)
 	const topic, group = "corrupt-t", "corrupt-g"
-	if _, err := cl.CreateTopic(ctx, client.TopicConfig{Name: topic, Partitions: 1}); err != nil {
-		t.Fatal(err)
-	}
-	var j client.JoinResult
-	framework.Retry(t, ctx, func() (err error) {
-		j, err = cl.JoinGroup(ctx, group, "m", topic)
-		return err
-	})
-	if err := cl.CommitOffset(ctx, topic, 0, group, 7, j.Member, j.Generation); err != nil {
-		t.Fatal(err)
-	}
+	commitOneOffset(t, ctx, cl, topic, group, 7)
 
 	corruptOffsets(t, ctx, a, group)
 
@@ -110,23 +100,14 @@ func corruptOffsets(t *testing.T, ctx context.Context, a *framework.AllInOne, gr
 // it returns the last checks.
 func waitConsumerMetadataCorrupt(t *testing.T, healthAddr string) map[string]string {
 	t.Helper()
-	ready := "http://" + healthAddr + "/ready"
 	var checks map[string]string
 	deadline := time.Now().Add(60 * time.Second)
 	for {
-		resp, err := http.Get(ready)
-		if err != nil {
-			t.Fatal(err)
+		code, got := looptest.ReadyChecks(t, healthAddr)
+		if code == http.StatusOK {
+			t.Fatalf("/ready 200 over a corrupt offsets partition: %v", got)
 		}
-		var body struct {
-			Checks map[string]string `json:"checks"`
-		}
-		_ = json.NewDecoder(resp.Body).Decode(&body)
-		resp.Body.Close()
-		if resp.StatusCode == http.StatusOK {
-			t.Fatalf("/ready 200 over a corrupt offsets partition: %v", body.Checks)
-		}
-		checks = body.Checks
+		checks = got
 		if strings.Contains(checks["consumer_metadata"], "unversioned_record") || time.Now().After(deadline) {
 			break
 		}
@@ -138,6 +119,23 @@ func waitConsumerMetadataCorrupt(t *testing.T, healthAddr string) map[string]str
 	return checks
 }
 
+// commitOneOffset creates a one-partition topic and commits offset on it
+// for a member of group.
+func commitOneOffset(t *testing.T, ctx context.Context, cl *client.Client, topic, group string, offset uint64) {
+	t.Helper()
+	if _, err := cl.CreateTopic(ctx, client.TopicConfig{Name: topic, Partitions: 1}); err != nil {
+		t.Fatal(err)
+	}
+	var j client.JoinResult
+	framework.Retry(t, ctx, func() (err error) {
+		j, err = cl.JoinGroup(ctx, group, "m", topic)
+		return err
+	})
+	if err := cl.CommitOffset(ctx, topic, 0, group, offset, j.Member, j.Generation); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestDiagnosticsOnlyModeOverCorruptOffsets: restarted with
 // gateway.diagnostics_only over a corrupt offsets partition, the all-in-one
 // serves health and metrics, /ready reports the retained consumer_metadata
@@ -147,17 +145,7 @@ func TestDiagnosticsOnlyModeOverCorruptOffsets(t *testing.T) {
 	a := framework.StartAllInOne(t)
 	ctx, cl := framework.Connect(t, a, 2*time.Minute)
 	const topic, group = "diag-t", "diag-g"
-	if _, err := cl.CreateTopic(ctx, client.TopicConfig{Name: topic, Partitions: 1}); err != nil {
-		t.Fatal(err)
-	}
-	var j client.JoinResult
-	framework.Retry(t, ctx, func() (err error) {
-		j, err = cl.JoinGroup(ctx, group, "m", topic)
-		return err
-	})
-	if err := cl.CommitOffset(ctx, topic, 0, group, 3, j.Member, j.Generation); err != nil {
-		t.Fatal(err)
-	}
+	commitOneOffset(t, ctx, cl, topic, group, 3)
 	clientAddr := a.Server().ClientAddr()
 	corruptOffsets(t, ctx, a, group)
 	a.Stop()

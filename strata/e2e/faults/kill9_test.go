@@ -47,14 +47,8 @@ func acknowledgedAndCommittedSurviveKill9(t *testing.T, c framework.Killable) {
 // same data directories and reads every acknowledged record back at the
 // offset its acknowledgement named.
 func kill9UnderLoadLosesNoAck(t *testing.T, c framework.Killable) {
-	ctx, cl := framework.Connect(t, c, 3*time.Minute)
 	const topic, partitions, producers = "kill9-load", 4, 4
-	gateways := framework.ClientAddrs(c)
-	if _, err := cl.CreateTopic(ctx, client.TopicConfig{Name: topic, Partitions: partitions}); err != nil {
-		t.Fatal(err)
-	}
-	framework.Offsets(t, ctx, cl, topic) // every partition open on its leader
-	cl.Close()
+	ctx, gateways := loadTopic(t, c, topic, partitions)
 
 	type acked struct {
 		part   int32
@@ -62,69 +56,48 @@ func kill9UnderLoadLosesNoAck(t *testing.T, c framework.Killable) {
 		value  string
 	}
 	var (
-		killed  atomic.Bool
-		failed  atomic.Int64 // publishes that failed: in flight at the kill, or after it
-		mu      sync.Mutex
-		all     []acked
-		wg      sync.WaitGroup
-		started = make(chan struct{}, producers)
+		killed atomic.Bool
+		failed atomic.Int64 // publishes that failed: in flight at the kill, or after it
+		mu     sync.Mutex
+		all    []acked
 	)
 	// acks=all: on a replicated deployment only acks=all promises that a
 	// record survives the loss of its leader (acks=1 may lose the tail when
 	// another replica takes over, spec 4.6); on one replica they are the
 	// same.
 	const acks = "all"
-	for g := 0; g < producers; g++ {
-		wg.Add(1)
-		go func(g int) {
-			defer wg.Done()
-			pc, err := client.Dial(ctx, gateways[g%len(gateways)], client.Options{ClientID: fmt.Sprintf("load-%d", g), RequestTimeout: 5 * time.Second})
-			if err != nil {
-				t.Errorf("producer %d dial: %v", g, err)
-				started <- struct{}{}
-				return
-			}
-			defer pc.Close()
-			part := int32(g % partitions)
-			first := true
-			for i := 0; !killed.Load() && ctx.Err() == nil; i++ {
-				var got []acked
-				if g%2 == 0 {
-					v := fmt.Sprintf("p%d-text-%d", g, i)
-					ack, err := pc.Publish(ctx, client.PublishRequest{Topic: topic, Partition: part, Acks: acks, ProducerID: fmt.Sprintf("load-%d", g), Message: v})
-					if err != nil {
-						failed.Add(1)
-						continue // only acknowledged records count
-					}
-					got = append(got, acked{part, ack.LastOffset, v})
-				} else {
-					const n = 20
-					b := &wire.Batch{BatchHeader: wire.BatchHeader{Topic: topic, Partition: part, Acks: acks}}
-					for k := 0; k < n; k++ {
-						b.Records = append(b.Records, wire.Record{Topic: topic, Partition: part, Payload: []byte(fmt.Sprintf("p%d-batch-%d-%d", g, i, k))})
-					}
-					ack, err := pc.PublishBatch(ctx, b)
-					if err != nil {
-						failed.Add(1)
-						continue
-					}
-					for k := 0; k < n; k++ {
-						got = append(got, acked{part, ack.LastOffset - uint64(n-1-k), string(b.Records[k].Payload)})
-					}
+	wait := producerLoad{gateways: gateways, n: producers, partitions: partitions, clientID: "load", requestTimeout: 5 * time.Second,
+		stop: killed.Load,
+		step: func(pc *client.Client, g int, part int32, i int) bool {
+			var got []acked
+			if g%2 == 0 {
+				v := fmt.Sprintf("p%d-text-%d", g, i)
+				ack, err := pc.Publish(ctx, client.PublishRequest{Topic: topic, Partition: part, Acks: acks, ProducerID: fmt.Sprintf("load-%d", g), Message: v})
+				if err != nil {
+					failed.Add(1)
+					return false // only acknowledged records count
 				}
-				mu.Lock()
-				all = append(all, got...)
-				mu.Unlock()
-				if first {
-					started <- struct{}{}
-					first = false
+				got = append(got, acked{part, ack.LastOffset, v})
+			} else {
+				const n = 20
+				b := &wire.Batch{BatchHeader: wire.BatchHeader{Topic: topic, Partition: part, Acks: acks}}
+				for k := 0; k < n; k++ {
+					b.Records = append(b.Records, wire.Record{Topic: topic, Partition: part, Payload: []byte(fmt.Sprintf("p%d-batch-%d-%d", g, i, k))})
+				}
+				ack, err := pc.PublishBatch(ctx, b)
+				if err != nil {
+					failed.Add(1)
+					return false
+				}
+				for k := 0; k < n; k++ {
+					got = append(got, acked{part, ack.LastOffset - uint64(n-1-k), string(b.Records[k].Payload)})
 				}
 			}
-		}(g)
-	}
-	for g := 0; g < producers; g++ {
-		<-started
-	}
+			mu.Lock()
+			all = append(all, got...)
+			mu.Unlock()
+			return true
+		}}.start(t, ctx)
 	// Let the load run, then kill -9 while every producer is mid-flight.
 	time.Sleep(1500 * time.Millisecond)
 	mu.Lock()
@@ -132,7 +105,7 @@ func kill9UnderLoadLosesNoAck(t *testing.T, c framework.Killable) {
 	mu.Unlock()
 	c.Kill()
 	killed.Store(true)
-	wg.Wait()
+	wait()
 	if t.Failed() {
 		return
 	}
@@ -142,7 +115,7 @@ func kill9UnderLoadLosesNoAck(t *testing.T, c framework.Killable) {
 	}
 
 	c.Start()
-	cl = framework.Dial(t, ctx, gateways[0])
+	cl := framework.Dial(t, ctx, gateways[0])
 	want := map[int32]map[uint64]string{}
 	var maxOff [partitions]uint64
 	for _, a := range all {

@@ -21,14 +21,8 @@ import (
 // with status 0, and after a restart every acknowledged record is there at
 // its offset.
 func gracefulStopUnderLoadFailsOnlyRetryably(t *testing.T, c framework.Killable) {
-	ctx, cl := framework.Connect(t, c, 3*time.Minute)
 	const topic, partitions, producers = "sigterm-load", 4, 8
-	gateways := framework.ClientAddrs(c)
-	if _, err := cl.CreateTopic(ctx, client.TopicConfig{Name: topic, Partitions: partitions}); err != nil {
-		t.Fatal(err)
-	}
-	framework.Offsets(t, ctx, cl, topic) // every partition open on its leader
-	cl.Close()
+	ctx, gateways := loadTopic(t, c, topic, partitions)
 
 	var (
 		stopped  atomic.Bool // set once every process has exited
@@ -36,59 +30,38 @@ func gracefulStopUnderLoadFailsOnlyRetryably(t *testing.T, c framework.Killable)
 		acked    = map[int32]map[uint64]string{}
 		failures = map[string]int{} // error code -> count
 		bad      []string           // non-retryable errors
-		wg       sync.WaitGroup
-		started  = make(chan struct{}, producers)
 	)
-	for g := 0; g < producers; g++ {
-		wg.Add(1)
-		go func(g int) {
-			defer wg.Done()
-			pc, err := client.Dial(ctx, gateways[g%len(gateways)], client.Options{ClientID: fmt.Sprintf("sigterm-%d", g), RequestTimeout: 10 * time.Second})
+	// Producers keep going past the SIGTERM until every process has
+	// exited: publishes in flight while it drains are what this checks.
+	wait := producerLoad{gateways: gateways, n: producers, partitions: partitions, clientID: "sigterm", requestTimeout: 10 * time.Second,
+		stop: stopped.Load,
+		step: func(pc *client.Client, g int, part int32, i int) bool {
+			v := fmt.Sprintf("p%d-%d", g, i)
+			ack, err := pc.Publish(ctx, client.PublishRequest{Topic: topic, Partition: part, Acks: client.AcksAll, Message: v})
+			mu.Lock()
 			if err != nil {
-				t.Errorf("producer %d dial: %v", g, err)
-				started <- struct{}{}
-				return
+				code := errcode.CodeOf(err)
+				failures[code]++
+				if !errcode.IsRetryable(err) && len(bad) < 10 {
+					bad = append(bad, err.Error())
+				}
+			} else {
+				if acked[part] == nil {
+					acked[part] = map[uint64]string{}
+				}
+				acked[part][ack.LastOffset] = v
 			}
-			defer pc.Close()
-			part := int32(g % partitions)
-			first := true
-			// Keep going past the SIGTERM until every process has exited:
-			// publishes in flight while it drains are what this checks.
-			for i := 0; ctx.Err() == nil && !stopped.Load(); i++ {
-				v := fmt.Sprintf("p%d-%d", g, i)
-				ack, err := pc.Publish(ctx, client.PublishRequest{Topic: topic, Partition: part, Acks: client.AcksAll, Message: v})
-				mu.Lock()
-				if err != nil {
-					code := errcode.CodeOf(err)
-					failures[code]++
-					if !errcode.IsRetryable(err) && len(bad) < 10 {
-						bad = append(bad, err.Error())
-					}
-				} else {
-					if acked[part] == nil {
-						acked[part] = map[uint64]string{}
-					}
-					acked[part][ack.LastOffset] = v
-				}
-				mu.Unlock()
-				if first {
-					started <- struct{}{}
-					first = false
-				}
-				if err != nil {
-					time.Sleep(20 * time.Millisecond) // the client redials with its own backoff too
-				}
+			mu.Unlock()
+			if err != nil {
+				time.Sleep(20 * time.Millisecond) // the client redials with its own backoff too
 			}
-		}(g)
-	}
-	for g := 0; g < producers; g++ {
-		<-started
-	}
+			return true
+		}}.start(t, ctx)
 	time.Sleep(1500 * time.Millisecond)
 	c.Stop()
 	stopped.Store(true)
 	done := make(chan struct{})
-	go func() { wg.Wait(); close(done) }()
+	go func() { wait(); close(done) }()
 	select {
 	case <-done:
 	case <-time.After(60 * time.Second):
@@ -116,7 +89,7 @@ func gracefulStopUnderLoadFailsOnlyRetryably(t *testing.T, c framework.Killable)
 	}
 
 	c.Start()
-	cl = framework.Dial(t, ctx, gateways[0])
+	cl := framework.Dial(t, ctx, gateways[0])
 	for part, want := range acked {
 		var end uint64
 		for off := range want {

@@ -18,6 +18,7 @@ var kill9Suite = []framework.Scenario[framework.Killable]{
 	{Name: "GracefulStopUnderLoadFailsOnlyRetryably", Run: gracefulStopUnderLoadFailsOnlyRetryably},
 	{Name: "StreamsSurviveKill9", Run: streamsSurviveKill9},
 	{Name: "TransactionsSurviveKill9", Run: transactionsSurviveKill9},
+	{Name: "TxnStreamsSurviveKill9", Run: txnStreamsSurviveKill9},
 }
 
 // TestKill9AllInOneBinary runs kill9Suite against the `strata run` binary.

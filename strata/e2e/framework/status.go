@@ -2,7 +2,6 @@ package framework
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"testing"
 
@@ -10,29 +9,16 @@ import (
 	"github.com/strataio/strata/strata/clustertest"
 )
 
-// ClusterStatus is the part of CLUSTER_STATUS the tests read.
-type ClusterStatus struct {
-	RaftLeader struct {
-		ID string `json:"id"`
-	} `json:"raft_leader"`
-	Partitions []struct {
-		Topic     string   `json:"topic"`
-		Partition int32    `json:"partition"`
-		Leader    string   `json:"leader"`
-		HWM       uint64   `json:"hwm"`
-		Replicas  []string `json:"replicas"`
-		ISR       []string `json:"isr"`
-	} `json:"partitions"`
-}
+// ClusterStatus is the CLUSTER_STATUS document.
+type ClusterStatus = client.ClusterStatus
 
 // Status runs CLUSTER_STATUS (an admin command) on cl.
 func Status(ctx context.Context, cl *client.Client) (ClusterStatus, error) {
-	var st ClusterStatus
 	raw, err := cl.ClusterStatus(ctx)
-	if err == nil {
-		err = json.Unmarshal(raw, &st)
+	if err != nil {
+		return ClusterStatus{}, err
 	}
-	return st, err
+	return client.DecodeClusterStatus(raw)
 }
 
 // ProcByID returns the process of a node id.

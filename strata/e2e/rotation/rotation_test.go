@@ -3,8 +3,6 @@ package rotation
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
-	"encoding/pem"
 	"fmt"
 	"net"
 	"os"
@@ -17,6 +15,7 @@ import (
 	"github.com/strataio/strata/libs/client"
 	"github.com/strataio/strata/libs/clienttls"
 	"github.com/strataio/strata/libs/pki"
+	"github.com/strataio/strata/libs/pki/pkitest"
 	"github.com/strataio/strata/libs/rpc"
 	coordinatorv1 "github.com/strataio/strata/proto/strata/coordinator/v1"
 	metav1 "github.com/strataio/strata/proto/strata/meta/v1"
@@ -207,19 +206,7 @@ func probe(ctx context.Context, addr string, r pki.Role, admin *pki.Source, topi
 
 func serialOf(t *testing.T, certFile string) string {
 	t.Helper()
-	data, err := os.ReadFile(certFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, _ := pem.Decode(data)
-	if b == nil {
-		t.Fatalf("%s: not PEM", certFile)
-	}
-	c, err := x509.ParseCertificate(b.Bytes)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c.SerialNumber.String()
+	return pkitest.ReadCert(t, certFile).SerialNumber.String()
 }
 
 // waitServes handshakes with the role's server (10 s at most) until it
@@ -227,41 +214,38 @@ func serialOf(t *testing.T, certFile string) string {
 // handshake, at most every 100 ms.
 func waitServes(t *testing.T, addr string, r pki.Role, admin *pki.Source, want string) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	var got string
-	for time.Now().Before(deadline) {
-		d := tls.Dialer{NetDialer: &net.Dialer{Timeout: 2 * time.Second}, Config: admin.ClientConfig(r)}
-		nc, err := d.Dial("tcp", addr)
-		if err == nil {
-			got = nc.(*tls.Conn).ConnectionState().PeerCertificates[0].SerialNumber.String()
-			nc.Close()
-			if got == want {
-				return
-			}
-		}
-		time.Sleep(20 * time.Millisecond)
+	if got, ok := waitServedSerial(addr, admin.ClientConfig(r), want); !ok {
+		t.Fatalf("%s still serves certificate %s, want the rotated %s", r, got, want)
 	}
-	t.Fatalf("%s still serves certificate %s, want the rotated %s", r, got, want)
 }
 
 // waitClientListenerServes is waitServes for the client listener.
 func waitClientListenerServes(t *testing.T, addr string, cfg *tls.Config, want string) {
 	t.Helper()
+	c := cfg.Clone()
+	c.ServerName = "127.0.0.1"
+	if got, ok := waitServedSerial(addr, c, want); !ok {
+		t.Fatalf("the client listener still serves certificate %s, want the rotated %s", got, want)
+	}
+}
+
+// waitServedSerial handshakes with addr using cfg (10 s at most) until the
+// server presents the certificate with serial want; it returns the last
+// serial seen and whether it was want.
+func waitServedSerial(addr string, cfg *tls.Config, want string) (string, bool) {
 	deadline := time.Now().Add(10 * time.Second)
 	var got string
 	for time.Now().Before(deadline) {
-		c := cfg.Clone()
-		c.ServerName = "127.0.0.1"
-		d := tls.Dialer{NetDialer: &net.Dialer{Timeout: 2 * time.Second}, Config: c}
+		d := tls.Dialer{NetDialer: &net.Dialer{Timeout: 2 * time.Second}, Config: cfg}
 		nc, err := d.Dial("tcp", addr)
 		if err == nil {
 			got = nc.(*tls.Conn).ConnectionState().PeerCertificates[0].SerialNumber.String()
 			nc.Close()
 			if got == want {
-				return
+				return got, true
 			}
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	t.Fatalf("the client listener still serves certificate %s, want the rotated %s", got, want)
+	return got, false
 }

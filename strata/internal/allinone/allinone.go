@@ -17,6 +17,7 @@ import (
 
 	"github.com/strataio/strata/libs/node"
 	"github.com/strataio/strata/libs/pki"
+	"github.com/strataio/strata/libs/rpc"
 	"github.com/strataio/strata/libs/telemetry"
 
 	"github.com/strataio/strata/coordinatord"
@@ -34,6 +35,10 @@ type Config struct {
 	Partitiond   partitiond.Config   `yaml:"partitiond"`
 	Coordinatord coordinatord.Config `yaml:"coordinatord"`
 	Gateway      gateway.Config      `yaml:"gateway"`
+
+	// InternalTLS makes the roles talk mTLS over loopback TCP, as separate
+	// processes do, instead of over in-memory links (docs/decisions.md).
+	InternalTLS bool `yaml:"internal_tls" help:"roles talk mTLS over loopback TCP instead of in-memory links (debugging the split deployment's transport)"`
 }
 
 // DefaultConfig returns the embedded defaults: node id "local", data in
@@ -101,6 +106,9 @@ func newServer(cfg Config, proc *node.Process) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	if !cfg.InternalTLS {
+		proc.Links = rpc.NewLinks()
+	}
 	s := &Server{cfg: cfg, dataDir: dataDir, proc: proc, rpc: map[pki.Role]string{}}
 	ids := make([]pki.Identity, 0, len(hosted))
 	for _, r := range hosted {
@@ -158,34 +166,33 @@ func (s *Server) initMetad() (node.Service, error) {
 	return metad.New(env, cfg)
 }
 
-func (s *Server) initPartitiond() (node.Service, error) {
-	env, err := s.env(pki.RolePartitiond)
+// initDependent builds a role that dials metad: its environment, then the
+// role from its section cfg with metad's loopback address set through
+// metadAddrs (a field of *cfg).
+func initDependent[C any, R node.Service](s *Server, role pki.Role, cfg *C, metadAddrs *[]string,
+	newRole func(*node.RoleEnv, C) (R, error)) (R, error) {
+	env, err := s.env(role)
 	if err != nil {
-		return nil, err
+		var zero R
+		return zero, err
 	}
+	*metadAddrs = s.metadAddrs
+	return newRole(env, *cfg)
+}
+
+func (s *Server) initPartitiond() (node.Service, error) {
 	cfg := s.cfg.Partitiond
-	cfg.MetadAddrs = s.metadAddrs
-	return partitiond.New(env, cfg)
+	return initDependent(s, pki.RolePartitiond, &cfg, &cfg.MetadAddrs, partitiond.New)
 }
 
 func (s *Server) initCoordinatord() (node.Service, error) {
-	env, err := s.env(pki.RoleCoordinatord)
-	if err != nil {
-		return nil, err
-	}
 	cfg := s.cfg.Coordinatord
-	cfg.MetadAddrs = s.metadAddrs
-	return coordinatord.New(env, cfg)
+	return initDependent(s, pki.RoleCoordinatord, &cfg, &cfg.MetadAddrs, coordinatord.New)
 }
 
 func (s *Server) initGateway() (node.Service, error) {
-	env, err := s.env(pki.RoleGateway)
-	if err != nil {
-		return nil, err
-	}
 	cfg := s.cfg.Gateway
-	cfg.MetadAddrs = s.metadAddrs
-	gw, err := gateway.New(env, cfg)
+	gw, err := initDependent(s, pki.RoleGateway, &cfg, &cfg.MetadAddrs, gateway.New)
 	if err != nil {
 		return nil, err
 	}

@@ -1,8 +1,6 @@
 package cli
 
 import (
-	"crypto/x509"
-	"encoding/pem"
 	"os"
 	"path/filepath"
 	"slices"
@@ -11,24 +9,8 @@ import (
 	"time"
 
 	"github.com/strataio/strata/libs/pki"
+	"github.com/strataio/strata/libs/pki/pkitest"
 )
-
-func readLeaf(t *testing.T, path string) *x509.Certificate {
-	t.Helper()
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, _ := pem.Decode(data)
-	if b == nil {
-		t.Fatalf("%s: no PEM", path)
-	}
-	c, err := x509.ParseCertificate(b.Bytes)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
-}
 
 func TestCertsEnsureCreatesThenKeeps(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "certs")
@@ -41,7 +23,7 @@ func TestCertsEnsureCreatesThenKeeps(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	leaf := readLeaf(t, filepath.Join(dir, "metad-metad-1.crt"))
+	leaf := pkitest.ReadCert(t, filepath.Join(dir, "metad-metad-1.crt"))
 	if err := leaf.CheckSignatureFrom(ca.Cert); err != nil {
 		t.Fatal(err)
 	}
@@ -99,7 +81,7 @@ func TestCertsEnsureReissuesBadCertificates(t *testing.T) {
 	if strings.Count(out, "issued ") != 3 {
 		t.Fatalf("want 3 reissued:\n%s", out)
 	}
-	if leaf := readLeaf(t, filepath.Join(dir, "partitiond-p1.crt")); time.Until(leaf.NotAfter) < 300*24*time.Hour {
+	if leaf := pkitest.ReadCert(t, filepath.Join(dir, "partitiond-p1.crt")); time.Until(leaf.NotAfter) < 300*24*time.Hour {
 		t.Fatalf("p1 not renewed: %v", leaf.NotAfter)
 	}
 	// Now everything is valid again.

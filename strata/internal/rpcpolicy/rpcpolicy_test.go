@@ -1,15 +1,11 @@
 package rpcpolicy
 
 import (
-	"context"
 	"flag"
-	"io"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"go.uber.org/goleak"
 	"google.golang.org/grpc"
@@ -17,7 +13,7 @@ import (
 	"github.com/strataio/strata/libs/node"
 	"github.com/strataio/strata/libs/pki"
 	"github.com/strataio/strata/libs/rpc"
-	"github.com/strataio/strata/strata/internal/allinone"
+	"github.com/strataio/strata/strata/e2e/framework"
 )
 
 var update = flag.Bool("update", false, "rewrite the internal RPC policy table in docs/security.md")
@@ -32,40 +28,14 @@ const (
 )
 
 // servedRoles runs the all-in-one (every role's real New, the policies
-// they install) until it has started, and returns what each role serves.
-// Run checks rpc.CheckPolicy before serving, so reaching started already
+// they install) until it is ready, and returns what each role serves.
+// Run checks rpc.CheckPolicy before serving, so starting at all already
 // proves registered == policy per role; TestInternalPolicy checks the rest.
 func servedRoles(t *testing.T) []node.RoleRPC {
 	t.Helper()
-	cfg := allinone.DefaultConfig()
-	cfg.DataDir = t.TempDir()
-	cfg.OpsHost = "127.0.0.1"
-	cfg.HealthCheckPort = 0
-	cfg.ExporterPort = 0
-	cfg.Gateway.ClientListen = "127.0.0.1:0"
-	srv, err := allinone.New(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	started := make(chan struct{})
-	done := make(chan error, 1)
-	go func() { done <- srv.Run(ctx, func() { close(started) }) }()
-	select {
-	case <-started:
-	case err := <-done:
-		cancel()
-		t.Fatalf("all-in-one failed to start: %v", err)
-	case <-time.After(60 * time.Second):
-		cancel()
-		<-done
-		t.Fatal("all-in-one not started after 60s")
-	}
-	roles := srv.RPCServices()
-	cancel()
-	if err := <-done; err != nil {
-		t.Errorf("all-in-one stopped with: %v", err)
-	}
+	a := framework.StartAllInOne(t)
+	roles := a.Server().RPCServices()
+	a.Stop()
 	return roles
 }
 

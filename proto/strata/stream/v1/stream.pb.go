@@ -895,9 +895,15 @@ type ListSnapshotsRequest struct {
 	// With keys, the snapshots of those keys with their payloads; without,
 	// keys and versions (no payloads): every one, or, when store_id is the
 	// answering store's, only those saved after since_seq.
-	Keys          []string `protobuf:"bytes,4,rep,name=keys,proto3" json:"keys,omitempty"`
-	StoreId       uint64   `protobuf:"varint,5,opt,name=store_id,json=storeId,proto3" json:"store_id,omitempty"`
-	SinceSeq      uint64   `protobuf:"varint,6,opt,name=since_seq,json=sinceSeq,proto3" json:"since_seq,omitempty"`
+	Keys     []string `protobuf:"bytes,4,rep,name=keys,proto3" json:"keys,omitempty"`
+	StoreId  uint64   `protobuf:"varint,5,opt,name=store_id,json=storeId,proto3" json:"store_id,omitempty"`
+	SinceSeq uint64   `protobuf:"varint,6,opt,name=since_seq,json=sinceSeq,proto3" json:"since_seq,omitempty"`
+	// With with_heads (a listing without keys), also the heads of the streams
+	// retention removed entirely (the answering replica's heads file), unless
+	// heads_id and heads_seq already name its current set.
+	WithHeads     bool   `protobuf:"varint,7,opt,name=with_heads,json=withHeads,proto3" json:"with_heads,omitempty"`
+	HeadsId       uint64 `protobuf:"varint,8,opt,name=heads_id,json=headsId,proto3" json:"heads_id,omitempty"`
+	HeadsSeq      uint64 `protobuf:"varint,9,opt,name=heads_seq,json=headsSeq,proto3" json:"heads_seq,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -974,6 +980,27 @@ func (x *ListSnapshotsRequest) GetSinceSeq() uint64 {
 	return 0
 }
 
+func (x *ListSnapshotsRequest) GetWithHeads() bool {
+	if x != nil {
+		return x.WithHeads
+	}
+	return false
+}
+
+func (x *ListSnapshotsRequest) GetHeadsId() uint64 {
+	if x != nil {
+		return x.HeadsId
+	}
+	return 0
+}
+
+func (x *ListSnapshotsRequest) GetHeadsSeq() uint64 {
+	if x != nil {
+		return x.HeadsSeq
+	}
+	return 0
+}
+
 type ListSnapshotsResponse struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
 	Snapshots []*Snapshot            `protobuf:"bytes,1,rep,name=snapshots,proto3" json:"snapshots,omitempty"`
@@ -983,7 +1010,13 @@ type ListSnapshotsResponse struct {
 	StoreId uint64 `protobuf:"varint,2,opt,name=store_id,json=storeId,proto3" json:"store_id,omitempty"`
 	Seq     uint64 `protobuf:"varint,3,opt,name=seq,proto3" json:"seq,omitempty"`
 	// Only the changes after since_seq are listed.
-	Incremental   bool `protobuf:"varint,4,opt,name=incremental,proto3" json:"incremental,omitempty"`
+	Incremental bool `protobuf:"varint,4,opt,name=incremental,proto3" json:"incremental,omitempty"`
+	// The heads of removed streams (key and version = head), sent whole when
+	// heads_changed; heads_id and heads_seq name the set.
+	RemovedHeads  []*Snapshot `protobuf:"bytes,5,rep,name=removed_heads,json=removedHeads,proto3" json:"removed_heads,omitempty"`
+	HeadsChanged  bool        `protobuf:"varint,6,opt,name=heads_changed,json=headsChanged,proto3" json:"heads_changed,omitempty"`
+	HeadsId       uint64      `protobuf:"varint,7,opt,name=heads_id,json=headsId,proto3" json:"heads_id,omitempty"`
+	HeadsSeq      uint64      `protobuf:"varint,8,opt,name=heads_seq,json=headsSeq,proto3" json:"heads_seq,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1044,6 +1077,34 @@ func (x *ListSnapshotsResponse) GetIncremental() bool {
 		return x.Incremental
 	}
 	return false
+}
+
+func (x *ListSnapshotsResponse) GetRemovedHeads() []*Snapshot {
+	if x != nil {
+		return x.RemovedHeads
+	}
+	return nil
+}
+
+func (x *ListSnapshotsResponse) GetHeadsChanged() bool {
+	if x != nil {
+		return x.HeadsChanged
+	}
+	return false
+}
+
+func (x *ListSnapshotsResponse) GetHeadsId() uint64 {
+	if x != nil {
+		return x.HeadsId
+	}
+	return 0
+}
+
+func (x *ListSnapshotsResponse) GetHeadsSeq() uint64 {
+	if x != nil {
+		return x.HeadsSeq
+	}
+	return 0
 }
 
 // AggregateProofRequest asks the leader to prove that the committed retained
@@ -1486,19 +1547,27 @@ const file_strata_stream_v1_stream_proto_rawDesc = "" +
 	"\fleader_epoch\x18\x04 \x01(\x04R\vleaderEpoch\x128\n" +
 	"\tsnapshots\x18\x05 \x03(\v2\x1a.strata.stream.v1.SnapshotR\tsnapshots\"3\n" +
 	"\x19ReplicateSnapshotResponse\x12\x16\n" +
-	"\x06stored\x18\x01 \x01(\rR\x06stored\"\xbf\x01\n" +
+	"\x06stored\x18\x01 \x01(\rR\x06stored\"\x96\x02\n" +
 	"\x14ListSnapshotsRequest\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12'\n" +
 	"\x0flifecycle_epoch\x18\x03 \x01(\x04R\x0elifecycleEpoch\x12\x12\n" +
 	"\x04keys\x18\x04 \x03(\tR\x04keys\x12\x19\n" +
 	"\bstore_id\x18\x05 \x01(\x04R\astoreId\x12\x1b\n" +
-	"\tsince_seq\x18\x06 \x01(\x04R\bsinceSeq\"\xa0\x01\n" +
+	"\tsince_seq\x18\x06 \x01(\x04R\bsinceSeq\x12\x1d\n" +
+	"\n" +
+	"with_heads\x18\a \x01(\bR\twithHeads\x12\x19\n" +
+	"\bheads_id\x18\b \x01(\x04R\aheadsId\x12\x1b\n" +
+	"\theads_seq\x18\t \x01(\x04R\bheadsSeq\"\xbe\x02\n" +
 	"\x15ListSnapshotsResponse\x128\n" +
 	"\tsnapshots\x18\x01 \x03(\v2\x1a.strata.stream.v1.SnapshotR\tsnapshots\x12\x19\n" +
 	"\bstore_id\x18\x02 \x01(\x04R\astoreId\x12\x10\n" +
 	"\x03seq\x18\x03 \x01(\x04R\x03seq\x12 \n" +
-	"\vincremental\x18\x04 \x01(\bR\vincremental\"\x8a\x02\n" +
+	"\vincremental\x18\x04 \x01(\bR\vincremental\x12?\n" +
+	"\rremoved_heads\x18\x05 \x03(\v2\x1a.strata.stream.v1.SnapshotR\fremovedHeads\x12#\n" +
+	"\rheads_changed\x18\x06 \x01(\bR\fheadsChanged\x12\x19\n" +
+	"\bheads_id\x18\a \x01(\x04R\aheadsId\x12\x1b\n" +
+	"\theads_seq\x18\b \x01(\x04R\bheadsSeq\"\x8a\x02\n" +
 	"\x15AggregateProofRequest\x123\n" +
 	"\x06stream\x18\x01 \x01(\v2\x1b.strata.stream.v1.StreamRefR\x06stream\x12#\n" +
 	"\rfrom_sequence\x18\x02 \x01(\x04R\ffromSequence\x12\x1f\n" +
@@ -1595,29 +1664,30 @@ var file_strata_stream_v1_stream_proto_depIdxs = []int32{
 	7,  // 6: strata.stream.v1.ReadSnapshotResponse.snapshot:type_name -> strata.stream.v1.Snapshot
 	7,  // 7: strata.stream.v1.ReplicateSnapshotRequest.snapshots:type_name -> strata.stream.v1.Snapshot
 	7,  // 8: strata.stream.v1.ListSnapshotsResponse.snapshots:type_name -> strata.stream.v1.Snapshot
-	0,  // 9: strata.stream.v1.AggregateProofRequest.stream:type_name -> strata.stream.v1.StreamRef
-	17, // 10: strata.stream.v1.AggregateProofResponse.proof:type_name -> strata.stream.v1.AggregateProof
-	1,  // 11: strata.stream.v1.StreamService.AppendStream:input_type -> strata.stream.v1.AppendStreamRequest
-	3,  // 12: strata.stream.v1.StreamService.ReadStream:input_type -> strata.stream.v1.ReadStreamRequest
-	5,  // 13: strata.stream.v1.StreamService.StreamVersion:input_type -> strata.stream.v1.StreamVersionRequest
-	8,  // 14: strata.stream.v1.StreamService.SaveSnapshot:input_type -> strata.stream.v1.SaveSnapshotRequest
-	10, // 15: strata.stream.v1.StreamService.ReadSnapshot:input_type -> strata.stream.v1.ReadSnapshotRequest
-	12, // 16: strata.stream.v1.StreamService.ReplicateSnapshot:input_type -> strata.stream.v1.ReplicateSnapshotRequest
-	14, // 17: strata.stream.v1.StreamService.ListSnapshots:input_type -> strata.stream.v1.ListSnapshotsRequest
-	16, // 18: strata.stream.v1.StreamService.AggregateProof:input_type -> strata.stream.v1.AggregateProofRequest
-	2,  // 19: strata.stream.v1.StreamService.AppendStream:output_type -> strata.stream.v1.AppendStreamResponse
-	4,  // 20: strata.stream.v1.StreamService.ReadStream:output_type -> strata.stream.v1.ReadStreamResponse
-	6,  // 21: strata.stream.v1.StreamService.StreamVersion:output_type -> strata.stream.v1.StreamVersionResponse
-	9,  // 22: strata.stream.v1.StreamService.SaveSnapshot:output_type -> strata.stream.v1.SaveSnapshotResponse
-	11, // 23: strata.stream.v1.StreamService.ReadSnapshot:output_type -> strata.stream.v1.ReadSnapshotResponse
-	13, // 24: strata.stream.v1.StreamService.ReplicateSnapshot:output_type -> strata.stream.v1.ReplicateSnapshotResponse
-	15, // 25: strata.stream.v1.StreamService.ListSnapshots:output_type -> strata.stream.v1.ListSnapshotsResponse
-	18, // 26: strata.stream.v1.StreamService.AggregateProof:output_type -> strata.stream.v1.AggregateProofResponse
-	19, // [19:27] is the sub-list for method output_type
-	11, // [11:19] is the sub-list for method input_type
-	11, // [11:11] is the sub-list for extension type_name
-	11, // [11:11] is the sub-list for extension extendee
-	0,  // [0:11] is the sub-list for field type_name
+	7,  // 9: strata.stream.v1.ListSnapshotsResponse.removed_heads:type_name -> strata.stream.v1.Snapshot
+	0,  // 10: strata.stream.v1.AggregateProofRequest.stream:type_name -> strata.stream.v1.StreamRef
+	17, // 11: strata.stream.v1.AggregateProofResponse.proof:type_name -> strata.stream.v1.AggregateProof
+	1,  // 12: strata.stream.v1.StreamService.AppendStream:input_type -> strata.stream.v1.AppendStreamRequest
+	3,  // 13: strata.stream.v1.StreamService.ReadStream:input_type -> strata.stream.v1.ReadStreamRequest
+	5,  // 14: strata.stream.v1.StreamService.StreamVersion:input_type -> strata.stream.v1.StreamVersionRequest
+	8,  // 15: strata.stream.v1.StreamService.SaveSnapshot:input_type -> strata.stream.v1.SaveSnapshotRequest
+	10, // 16: strata.stream.v1.StreamService.ReadSnapshot:input_type -> strata.stream.v1.ReadSnapshotRequest
+	12, // 17: strata.stream.v1.StreamService.ReplicateSnapshot:input_type -> strata.stream.v1.ReplicateSnapshotRequest
+	14, // 18: strata.stream.v1.StreamService.ListSnapshots:input_type -> strata.stream.v1.ListSnapshotsRequest
+	16, // 19: strata.stream.v1.StreamService.AggregateProof:input_type -> strata.stream.v1.AggregateProofRequest
+	2,  // 20: strata.stream.v1.StreamService.AppendStream:output_type -> strata.stream.v1.AppendStreamResponse
+	4,  // 21: strata.stream.v1.StreamService.ReadStream:output_type -> strata.stream.v1.ReadStreamResponse
+	6,  // 22: strata.stream.v1.StreamService.StreamVersion:output_type -> strata.stream.v1.StreamVersionResponse
+	9,  // 23: strata.stream.v1.StreamService.SaveSnapshot:output_type -> strata.stream.v1.SaveSnapshotResponse
+	11, // 24: strata.stream.v1.StreamService.ReadSnapshot:output_type -> strata.stream.v1.ReadSnapshotResponse
+	13, // 25: strata.stream.v1.StreamService.ReplicateSnapshot:output_type -> strata.stream.v1.ReplicateSnapshotResponse
+	15, // 26: strata.stream.v1.StreamService.ListSnapshots:output_type -> strata.stream.v1.ListSnapshotsResponse
+	18, // 27: strata.stream.v1.StreamService.AggregateProof:output_type -> strata.stream.v1.AggregateProofResponse
+	20, // [20:28] is the sub-list for method output_type
+	12, // [12:20] is the sub-list for method input_type
+	12, // [12:12] is the sub-list for extension type_name
+	12, // [12:12] is the sub-list for extension extendee
+	0,  // [0:12] is the sub-list for field type_name
 }
 
 func init() { file_strata_stream_v1_stream_proto_init() }
