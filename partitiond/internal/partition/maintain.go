@@ -8,6 +8,7 @@ import (
 	"github.com/strataio/strata/libs/errcode"
 	"github.com/strataio/strata/partitiond/internal/producer"
 	"github.com/strataio/strata/partitiond/internal/seglog"
+	"github.com/strataio/strata/partitiond/internal/segment"
 	"github.com/strataio/strata/partitiond/internal/statestore"
 )
 
@@ -191,7 +192,17 @@ func (p *Partition) compact(ctx context.Context, policy string, now time.Time) (
 	}
 	// Never past the LSO: an undecided transaction's records are not
 	// compacted before its marker decides them.
-	res, err := p.log.Compact(seglog.CompactOptions{Now: now, DeleteRetention: n.cfg.Defaults.DeleteRetention, UpTo: min(p.txns.LSO(hwm), covered)})
+	// Below the LSO every transaction is decided: an aborted one's records
+	// and its abort marker are dropped (the aborted index, and the
+	// transaction index checkpoint just written, keep what they meant), so
+	// an aborted value never wins a key over a committed one. Commit
+	// markers stay: without one, a rebuild from the log would take the
+	// transaction's records for an open transaction.
+	drop := func(h *segment.Header) bool {
+		return h.Flags&segment.FlagTransactional != 0 && p.txns.Aborted(h.ProducerID, h.BaseOffset)
+	}
+	res, err := p.log.Compact(seglog.CompactOptions{Now: now, DeleteRetention: n.cfg.Defaults.DeleteRetention,
+		UpTo: min(p.txns.LSO(hwm), covered), Drop: drop})
 	if err != nil {
 		n.log.Error("compaction failed", "topic", p.topic, "partition", p.id, "err", err)
 		if errors.Is(err, errcode.StorageCorrupt) {

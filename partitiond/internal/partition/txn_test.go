@@ -2,7 +2,10 @@ package partition
 
 import (
 	"context"
+	"fmt"
 	"reflect"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -373,5 +376,49 @@ func TestTxnIndexCheckpointAfterCrash(t *testing.T) {
 	}
 	if errcode.CodeOf(err) != errcode.StorageCorrupt.Name() {
 		t.Fatalf("open with a bad checkpoint: %v, want storage_corrupt", err)
+	}
+}
+
+// TestTxnCompactionDropsAborted: below the LSO compaction drops an aborted
+// transaction's records and its abort marker, so the aborted value of a
+// key never wins over the committed one (before, the aborted v2 was the
+// key's latest value: compaction removed v1 and read_committed then hid
+// v2, losing the key). Commit markers and committed values stay.
+func TestTxnCompactionDropsAborted(t *testing.T) {
+	var eligible atomic.Bool
+	eligible.Store(true)
+	n := compactEnv(t, &eligible).open(t)
+	defer n.Close()
+	p := mustCreate(t, n, "ct", 0, TopicConfig{CleanupPolicy: PolicyCompact})
+	keyedTxn := func(pid string, epoch int64, key, val string) {
+		t.Helper()
+		set := recordtest.Set(t, wire.Record{Topic: "ct", Key: key, Payload: []byte(val), TransactionalID: "tx",
+			TransactionState: wire.TxnStateOpen})
+		if _, err := p.Append(context.Background(), &AppendRequest{LifecycleEpoch: p.LifecycleEpoch(), Acks: AcksAll,
+			Records: set, RecordCount: 1, ProducerID: pid, ProducerEpoch: epoch, BaseSequence: 1, Transactional: true}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	appendKeyed(t, p, "k", "v1") // 0
+	mustAdd(t, p, "p1", 1)
+	keyedTxn("p1", 1, "k", "v2") // 1: aborted
+	marker(t, p, "p1", 1, false) // 2
+	mustAdd(t, p, "p2", 1)
+	keyedTxn("p2", 1, "j", "w1") // 3: committed
+	marker(t, p, "p2", 1, true)  // 4
+	pad := strings.Repeat("f", 200)
+	for i := range 12 { // close the segments above
+		appendKeyed(t, p, fmt.Sprintf("f%d", i), pad)
+	}
+	rep := n.Maintain(context.Background())
+	if rep[0].Compaction != CompactionCompleted || rep[0].Compacted.RecordsRemoved < 2 {
+		t.Fatalf("report %+v", rep[0])
+	}
+	got := fetchIso(t, p, ReadUncommitted)
+	if len(got) < 4 || got[0] != "v1" || got[1] != "w1" || got[2] != "COMMIT" {
+		t.Fatalf("after compaction the raw log starts %q, want v1, w1, COMMIT (v2 and its ABORT dropped)", got[:min(4, len(got))])
+	}
+	if got := fetchIso(t, p, ReadCommitted); len(got) < 2 || got[0] != "v1" || got[1] != "w1" {
+		t.Fatalf("read_committed starts %q, want v1, w1", got[:min(3, len(got))])
 	}
 }
