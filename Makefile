@@ -17,7 +17,7 @@ VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev
 REVISION ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
 LDFLAGS  := -X $(PREFIX)/libs/buildinfo.Version=$(VERSION) -X $(PREFIX)/libs/buildinfo.Revision=$(REVISION)
 
-.PHONY: help build test test-short lint vet fmt-check boundaries fuzz fuzz-replay bench bench-replication bench-report bench-streams race-streams soak rotation rotation-short proto proto-check tools tidy tidy-check run clean
+.PHONY: help build test test-short lint vet fmt-check boundaries fuzz fuzz-replay bench bench-replication bench-report bench-streams race-streams soak txn-faults rotation rotation-short proto proto-check tools tidy tidy-check run clean
 .PHONY: image compose-up compose-down compose-test
 
 help: ## list targets
@@ -66,6 +66,9 @@ race-streams: ## the racing-appender proof at spec size: 8 appenders, 10,000 ver
 
 soak: ## the replication fault test at soak size: 200 leader faults (100 SIGSTOP), 1M acks=all writes (hours)
 	STRATA_SOAK=1 go test -count=1 -timeout 3h -v -run '^TestReplicationFailover$$' $(PREFIX)/strata/e2e/faults
+
+txn-faults: ## the transaction fault test at the issue's size: 100,000 records copied 2 -> 3 partitions in transactions of 750, every partitiond and coordinatord killed twice, each copier 3 times, >= 500 old-epoch replays
+	STRATA_TXN_FAULTS=1 go test -count=1 -timeout 60m -v -run '^TestTxnFaults$$' $(PREFIX)/strata/e2e/faults
 
 tools: ## build buf and the protoc plugins into .bin/ (pinned in tools/)
 	cd tools/protoc && GOWORK=off go build -o $(BIN)/ tool

@@ -232,6 +232,10 @@ func (c *Client) Metadata(ctx context.Context, topic string) (*TopicMetadata, er
 type PartitionOffsets struct {
 	Partition                  int32
 	Earliest, Latest, LEO, HWM uint64
+	// LSO is the last stable offset, the end of what read_committed
+	// readers see (ListOffsetsCommitted); HWM when the server did not send
+	// it (ListOffsets does not ask for it).
+	LSO uint64
 	// Time is the offset of the time ListOffsetsAt asked for (the first
 	// offset whose batch holds a timestamp at or after it, within
 	// [Earliest, HWM]); zero from ListOffsets.
@@ -267,6 +271,21 @@ func (c *Client) ListOffsets(ctx context.Context, topic string, partition int32)
 	return parsePartitionOffsets(r.Value("offsets"))
 }
 
+// ListOffsetsCommitted is ListOffsets with each partition's last stable
+// offset (LIST_OFFSETS isolation=read_committed, a Strata extension
+// parameter): what a read_committed consumer's lag is measured against.
+func (c *Client) ListOffsetsCommitted(ctx context.Context, topic string, partition int32) ([]PartitionOffsets, error) {
+	p := ""
+	if partition >= 0 {
+		p = strconv.Itoa(int(partition))
+	}
+	r, err := c.ok(ctx, wire.CmdListOffsets, params("topic", topic, "partition", p, "isolation", "read_committed"))
+	if err != nil {
+		return nil, err
+	}
+	return parsePartitionOffsets(r.Value("offsets"))
+}
+
 // parsePartitionOffsets reads "P0:earliest=0:latest=5:leo=5:hwm=5,P1:...".
 func parsePartitionOffsets(s string) ([]PartitionOffsets, error) {
 	var out []PartitionOffsets
@@ -281,6 +300,7 @@ func parsePartitionOffsets(s string) ([]PartitionOffsets, error) {
 			return nil, bad
 		}
 		po := PartitionOffsets{Partition: int32(pn)}
+		hasLSO := false
 		for _, kv := range parts[1:] {
 			k, v, ok := strings.Cut(kv, "=")
 			n, err := strconv.ParseUint(v, 10, 64)
@@ -298,7 +318,12 @@ func parsePartitionOffsets(s string) ([]PartitionOffsets, error) {
 				po.HWM = n
 			case "time":
 				po.Time = n
+			case "lso":
+				po.LSO, hasLSO = n, true
 			}
+		}
+		if !hasLSO {
+			po.LSO = po.HWM
 		}
 		out = append(out, po)
 	}

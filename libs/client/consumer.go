@@ -210,16 +210,23 @@ func (k *Consumer) heartbeats() {
 // Poll returns the next records of one assigned partition (possibly none,
 // after the long-poll wait). It joins first when needed.
 func (k *Consumer) Poll(ctx context.Context) ([]wire.Record, error) {
+	_, _, recs, err := k.poll(ctx)
+	return recs, err
+}
+
+// poll is Poll that also says which partition it read and from which
+// position (what a failed transaction of TxnProcessor seeks back to).
+func (k *Consumer) poll(ctx context.Context) (part int32, from uint64, recs []wire.Record, err error) {
 	k.mu.Lock()
 	if k.closed {
 		k.mu.Unlock()
-		return nil, ErrClientClosed
+		return 0, 0, nil, ErrClientClosed
 	}
 	need := !k.joined || k.rejoin
 	k.mu.Unlock()
 	if need {
 		if err := k.join(ctx); err != nil {
-			return nil, err
+			return 0, 0, nil, err
 		}
 	}
 	k.mu.Lock()
@@ -231,9 +238,9 @@ func (k *Consumer) Poll(ctx context.Context) ([]wire.Record, error) {
 		select {
 		case <-t.C:
 		case <-ctx.Done():
-			return nil, ctxError(ctx, wire.CmdConsume)
+			return 0, 0, nil, ctxError(ctx, wire.CmdConsume)
 		}
-		return nil, nil
+		return 0, 0, nil, nil
 	}
 	p := k.parts[k.next%len(k.parts)]
 	k.next++
@@ -243,7 +250,7 @@ func (k *Consumer) Poll(ctx context.Context) ([]wire.Record, error) {
 		Group: k.o.Group, AutoOffsetReset: k.o.AutoOffsetReset, Isolation: k.o.Isolation,
 		MaxRecords: k.o.MaxRecords, WaitMS: k.o.WaitMS})
 	if err != nil {
-		return nil, k.handleConsumeError(p, err)
+		return p, off, nil, k.handleConsumeError(p, err)
 	}
 	if n := len(b.Records); n > 0 {
 		k.mu.Lock()
@@ -252,7 +259,7 @@ func (k *Consumer) Poll(ctx context.Context) ([]wire.Record, error) {
 		}
 		k.mu.Unlock()
 	}
-	return b.Records, nil
+	return p, off, b.Records, nil
 }
 
 func (k *Consumer) handleConsumeError(p int32, err error) error {

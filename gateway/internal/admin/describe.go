@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"math"
 	"strconv"
+	"strings"
 
 	"github.com/strataio/strata/gateway/internal/command"
 	"github.com/strataio/strata/gateway/internal/param"
@@ -172,6 +173,18 @@ func (a *Handlers) listOffsets(ctx context.Context, c *command.Call) ([]byte, er
 	if ts, ok := p.OptIntIfSet("timestamp", 0, math.MaxInt64); ok {
 		at = &ts
 	}
+	// isolation=read_committed (a Strata extension parameter, as on
+	// CONSUME) adds lso=<last stable offset> to each entry: the end of what
+	// a read_committed reader sees, what its lag is measured against. Off
+	// by default so SDK parsers see the documented entry unchanged.
+	withLSO := false
+	switch v := strings.ToLower(c.Req.Value("isolation")); v {
+	case "", "read_uncommitted":
+	case "read_committed":
+		withLSO = true
+	default:
+		p.Check(param.Invalid("isolation", v, "must be read_committed or read_uncommitted"))
+	}
 	if err := p.Err(); err != nil {
 		return nil, err
 	}
@@ -224,6 +237,9 @@ func (a *Handlers) listOffsets(ctx context.Context, c *command.Call) ([]byte, er
 		out = strconv.AppendUint(append(out, ":hwm="...), o.GetHwm(), 10)
 		if at != nil {
 			out = strconv.AppendUint(append(out, ":time="...), o.GetOffsetForTime(), 10)
+		}
+		if withLSO {
+			out = strconv.AppendUint(append(out, ":lso="...), o.GetLso(), 10)
 		}
 	}
 	return out, nil

@@ -8,6 +8,7 @@ import (
 	"github.com/strataio/strata/libs/errcode"
 	"github.com/strataio/strata/partitiond/internal/producer"
 	"github.com/strataio/strata/partitiond/internal/seglog"
+	"github.com/strataio/strata/partitiond/internal/segment"
 	"github.com/strataio/strata/partitiond/internal/statestore"
 )
 
@@ -191,7 +192,17 @@ func (p *Partition) compact(ctx context.Context, policy string, now time.Time) (
 	}
 	// Never past the LSO: an undecided transaction's records are not
 	// compacted before its marker decides them.
-	res, err := p.log.Compact(seglog.CompactOptions{Now: now, DeleteRetention: n.cfg.Defaults.DeleteRetention, UpTo: min(p.txns.LSO(hwm), covered)})
+	// Below the LSO every transaction is decided: an aborted one's records
+	// and its abort marker are dropped (the aborted index, and the
+	// transaction index checkpoint just written, keep what they meant), so
+	// an aborted value never wins a key over a committed one. Commit
+	// markers stay: without one, a rebuild from the log would take the
+	// transaction's records for an open transaction.
+	drop := func(h *segment.Header) bool {
+		return h.Flags&segment.FlagTransactional != 0 && p.txns.Aborted(h.ProducerID, h.BaseOffset)
+	}
+	res, err := p.log.Compact(seglog.CompactOptions{Now: now, DeleteRetention: n.cfg.Defaults.DeleteRetention,
+		UpTo: min(p.txns.LSO(hwm), covered), Drop: drop})
 	if err != nil {
 		n.log.Error("compaction failed", "topic", p.topic, "partition", p.id, "err", err)
 		if errors.Is(err, errcode.StorageCorrupt) {
@@ -215,9 +226,13 @@ func (n *Node) countCompaction(result, reason string) {
 // once that end is durable, and returns the offset it covers. The snapshot
 // is taken under the append lock, so it describes exactly the batches below
 // the returned offset.
+//
+// The transaction index is checkpointed with it, as of the same offset, so
+// a partition that opens scans only the log after it (rebuildTxns).
 func (p *Partition) checkpointProducers(sync bool) (uint64, error) {
 	p.mu.Lock()
 	snap := p.producers.Snapshot()
+	txns := p.txns.Encode()
 	end := p.log.EndOffset()
 	p.mu.Unlock()
 	if err := p.log.WaitDurable(context.Background(), end); err != nil {
@@ -228,6 +243,9 @@ func (p *Partition) checkpointProducers(sync bool) (uint64, error) {
 		entries[i] = statestore.ProducerEntry{ID: e.ID, State: producer.Encode(&e.State)}
 	}
 	if err := p.node.state.PutProducerCheckpoint(p.topic, p.id, end, entries, sync); err != nil {
+		return 0, err
+	}
+	if err := p.node.state.PutTxnCheckpoint(p.topic, p.id, end, txns, sync); err != nil {
 		return 0, err
 	}
 	p.producerCovered = end

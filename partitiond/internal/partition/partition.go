@@ -151,6 +151,9 @@ type Partition struct {
 	// LSO, the aborted index); mutated under mu, read by fetches under its
 	// own leaf lock.
 	txns *txnindex.Index
+	// txnScanFrom is where the last rebuild of txns started reading the
+	// log (its checkpoint's offset, or the log start): for tests.
+	txnScanFrom uint64
 
 	// maint excludes maintenance from lifecycle changes.
 	maint sync.Mutex

@@ -183,13 +183,29 @@ func observeTxn(x *txnindex.Index, insp record.Inspector, h *segment.Header, rec
 	return nil
 }
 
-// rebuildTxns rebuilds the transaction index from the whole log (when the
-// partition opens and after a follower's log is cut): transactions are
-// rare next to the log's size, but which batches are transactional is known
-// only by reading them. Aborted ranges below the log start are dropped.
+// rebuildTxns rebuilds the transaction index (when the partition opens and
+// after a follower's log is cut) from its checkpoint and the log after it,
+// or from the whole log when there is no usable checkpoint: which batches
+// are transactional is known only by reading them. A checkpoint is usable
+// when it covers no more than the log holds, the rule of the producer
+// checkpoint it is written with (a cut keeps a prefix of the log, and a
+// new checkpoint is synced before the log grows past the cut). Aborted
+// ranges below the log start are dropped.
 func (p *Partition) rebuildTxns() error {
 	x := txnindex.New()
-	err := p.log.ScanBatches(p.log.StartOffset(), math.MaxUint64, func(h *segment.Header, recs []byte) error {
+	from := p.log.StartOffset()
+	covered, data, ok, err := p.node.state.TxnCheckpoint(p.topic, p.id)
+	if err != nil {
+		return err
+	}
+	if ok && covered <= p.log.EndOffset() {
+		if x, err = txnindex.Decode(data); err != nil {
+			return errcode.StorageCorrupt.New("transaction index checkpoint does not decode: "+err.Error(), p.fields()...)
+		}
+		from = max(from, covered)
+	}
+	p.txnScanFrom = from
+	err = p.log.ScanBatches(from, math.MaxUint64, func(h *segment.Header, recs []byte) error {
 		return observeTxn(x, p.node.inspector, h, recs)
 	})
 	if err != nil {

@@ -2,7 +2,10 @@ package partition
 
 import (
 	"context"
+	"fmt"
 	"reflect"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -306,4 +309,116 @@ func TestTxnFollowerIndex(t *testing.T) {
 	wantRead(t, f, ReadCommitted, "a")
 	_, err := txnAppend(t, f, "q", 1, 1, "y")
 	wantCode(t, err, errcode.TransactionPartitionNotAdded)
+}
+
+// TestTxnIndexCheckpointAfterCrash: the transaction index is checkpointed
+// with the producer state; after a crash (only synced data survives) the
+// partition rebuilds it from the checkpoint and the log after it — the
+// scan starts at the checkpoint, not at the log start — and answers as a
+// full scan would: aborted ranges from before the checkpoint stay hidden,
+// an open transaction from before it still bounds the LSO, ended epochs
+// stay stale. A checkpoint that does not decode keeps the partition shut.
+func TestTxnIndexCheckpointAfterCrash(t *testing.T) {
+	e := newNodeEnv(t)
+	n := e.open(t)
+	t.Cleanup(func() { n.Close() })
+	p := mustCreate(t, n, "t", 0, TopicConfig{})
+
+	appendPayloads(t, p, "a") // 0
+	mustAdd(t, p, "p1", 1)
+	mustTxnAppend(t, p, "p1", 1, 1, "x1", "x2") // 1, 2
+	marker(t, p, "p1", 1, false)                // 3
+	mustAdd(t, p, "p2", 1)
+	mustTxnAppend(t, p, "p2", 1, 1, "o1") // 4: stays open
+	covered, err := p.checkpointProducers(true)
+	if err != nil || covered != 5 {
+		t.Fatalf("checkpoint covers %d (%v), want 5", covered, err)
+	}
+	mustAdd(t, p, "p1", 2)
+	mustTxnAppend(t, p, "p1", 2, 1, "c1") // 5
+	marker(t, p, "p1", 2, true)           // 6
+	mustTxnAppend(t, p, "p2", 1, 2, "o2") // 7
+	wantLSO(t, p, 4)
+
+	c := e.crashClone(0)
+	n2 := c.open(t)
+	t.Cleanup(func() { n2.Close() })
+	p2, err := n2.Partition("t", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p2.txnScanFrom != covered {
+		t.Fatalf("rebuild scanned from %d, want the checkpoint's %d", p2.txnScanFrom, covered)
+	}
+	wantLSO(t, p2, 4)
+	wantRead(t, p2, ReadCommitted, "a")
+	wantRead(t, p2, ReadUncommitted, "a", "x1", "x2", "ABORT", "o1", "c1", "COMMIT", "o2")
+	if o := p2.OpenTxns(); len(o) != 1 || o[0].ProducerID != "p2" || o[0].First != 4 {
+		t.Fatalf("open after recovery: %+v", o)
+	}
+	if _, err := txnAppend(t, p2, "p1", 1, 9, "late"); errcode.CodeOf(err) != errcode.StaleProducerEpoch.Name() {
+		t.Fatalf("write of an epoch ended before the checkpoint: %v, want stale_producer_epoch", err)
+	}
+	marker(t, p2, "p2", 1, true) // 8
+	wantLSO(t, p2, 9)
+	wantRead(t, p2, ReadCommitted, "a", "o1", "c1", "o2")
+
+	// A checkpoint that does not decode is corruption, not a reason to
+	// guess: the partition does not open.
+	if err := n2.state.PutTxnCheckpoint("t", 0, 2, []byte(`{"v":9}`), true); err != nil {
+		t.Fatal(err)
+	}
+	c2 := c.crashClone(100)
+	n3, err := Open(context.Background(), c2.cfg)
+	if err == nil {
+		defer n3.Close()
+		_, err = n3.Partition("t", 0)
+	}
+	if errcode.CodeOf(err) != errcode.StorageCorrupt.Name() {
+		t.Fatalf("open with a bad checkpoint: %v, want storage_corrupt", err)
+	}
+}
+
+// TestTxnCompactionDropsAborted: below the LSO compaction drops an aborted
+// transaction's records and its abort marker, so the aborted value of a
+// key never wins over the committed one (before, the aborted v2 was the
+// key's latest value: compaction removed v1 and read_committed then hid
+// v2, losing the key). Commit markers and committed values stay.
+func TestTxnCompactionDropsAborted(t *testing.T) {
+	var eligible atomic.Bool
+	eligible.Store(true)
+	n := compactEnv(t, &eligible).open(t)
+	defer n.Close()
+	p := mustCreate(t, n, "ct", 0, TopicConfig{CleanupPolicy: PolicyCompact})
+	keyedTxn := func(pid string, epoch int64, key, val string) {
+		t.Helper()
+		set := recordtest.Set(t, wire.Record{Topic: "ct", Key: key, Payload: []byte(val), TransactionalID: "tx",
+			TransactionState: wire.TxnStateOpen})
+		if _, err := p.Append(context.Background(), &AppendRequest{LifecycleEpoch: p.LifecycleEpoch(), Acks: AcksAll,
+			Records: set, RecordCount: 1, ProducerID: pid, ProducerEpoch: epoch, BaseSequence: 1, Transactional: true}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	appendKeyed(t, p, "k", "v1") // 0
+	mustAdd(t, p, "p1", 1)
+	keyedTxn("p1", 1, "k", "v2") // 1: aborted
+	marker(t, p, "p1", 1, false) // 2
+	mustAdd(t, p, "p2", 1)
+	keyedTxn("p2", 1, "j", "w1") // 3: committed
+	marker(t, p, "p2", 1, true)  // 4
+	pad := strings.Repeat("f", 200)
+	for i := range 12 { // close the segments above
+		appendKeyed(t, p, fmt.Sprintf("f%d", i), pad)
+	}
+	rep := n.Maintain(context.Background())
+	if rep[0].Compaction != CompactionCompleted || rep[0].Compacted.RecordsRemoved < 2 {
+		t.Fatalf("report %+v", rep[0])
+	}
+	got := fetchIso(t, p, ReadUncommitted)
+	if len(got) < 4 || got[0] != "v1" || got[1] != "w1" || got[2] != "COMMIT" {
+		t.Fatalf("after compaction the raw log starts %q, want v1, w1, COMMIT (v2 and its ABORT dropped)", got[:min(4, len(got))])
+	}
+	if got := fetchIso(t, p, ReadCommitted); len(got) < 2 || got[0] != "v1" || got[1] != "w1" {
+		t.Fatalf("read_committed starts %q, want v1, w1", got[:min(3, len(got))])
+	}
 }

@@ -115,6 +115,10 @@ type CompactOptions struct {
 	// rewritten (the caller passes the high watermark and the offset its
 	// producer-state checkpoint covers).
 	UpTo uint64
+	// Drop, when set, names batches to leave out altogether: they never
+	// decide a key's latest value and are not rewritten (the partition
+	// passes an aborted transaction's records and its abort marker).
+	Drop func(h *segment.Header) bool
 }
 
 // CompactResult reports a compaction pass.
@@ -129,7 +133,8 @@ type CompactResult struct {
 // of each key (and drops tombstones older than DeleteRetention). Offsets are
 // preserved, so the log becomes sparse; batches that lose every record are
 // dropped, segments that lose every batch stay as empty files so the log
-// start offset never moves. Records without a key are kept.
+// start offset never moves. Records without a key are kept, except in
+// batches opts.Drop names.
 //
 // Each rewritten segment is written to a temporary file and synced, the old
 // index files are removed, the new file is renamed over the old one and the
@@ -145,6 +150,9 @@ func (l *Log) Compact(opts CompactOptions) (CompactResult, error) {
 	upTo := min(opts.UpTo, l.DurableEnd())
 	latest := make(map[string]uint64)
 	err := l.ScanBatches(l.StartOffset(), upTo, func(h *segment.Header, recs []byte) error {
+		if opts.Drop != nil && opts.Drop(h) {
+			return nil
+		}
 		return eachRecord(recs, func(rec []byte, off uint64) error {
 			if off >= upTo {
 				return nil
@@ -170,7 +178,7 @@ func (l *Log) Compact(opts CompactOptions) (CompactResult, error) {
 		if !closed || next > upTo {
 			break
 		}
-		r, err := l.compactSegment(s, latest, expireBefore)
+		r, err := l.compactSegment(s, latest, expireBefore, opts.Drop)
 		if err != nil {
 			return res, err
 		}
@@ -194,7 +202,7 @@ func eachRecord(recs []byte, fn func(rec []byte, off uint64) error) error {
 	return nil
 }
 
-func (l *Log) compactSegment(s *seg, latest map[string]uint64, expireBefore int64) (CompactResult, error) {
+func (l *Log) compactSegment(s *seg, latest map[string]uint64, expireBefore int64, drop func(*segment.Header) bool) (CompactResult, error) {
 	var res CompactResult
 	fs, dir := l.cfg.FS, l.cfg.Dir
 	tmp := fs.Join(dir, segment.FileName(s.base, segment.LogExt+segment.CompactExt))
@@ -229,6 +237,10 @@ func (l *Log) compactSegment(s *seg, latest map[string]uint64, expireBefore int6
 	res.BytesBefore = s.size
 	s.mu.RUnlock()
 	err = l.ScanBatches(s.base, end, func(h *segment.Header, recs []byte) error {
+		if drop != nil && drop(h) {
+			res.RecordsRemoved += int(h.RecordCount)
+			return nil
+		}
 		kept = kept[:0]
 		n := 0
 		err := eachRecord(recs, func(rec []byte, off uint64) error {

@@ -33,6 +33,19 @@ func Scan(f io.ReaderAt, pos, size int64, fn Visit) (end int64, prob Problem, er
 		}
 		rel := pos - bufPos
 		h, p := ParseHeader(buf[rel:])
+		if p == Short && rel > 0 && bufPos+int64(len(buf)) < size {
+			// The header's producer id runs past the buffer (only its fixed
+			// part was checked above): read again from the batch, which
+			// holds any whole header (ScanChunk > HeaderFixed +
+			// MaxProducerIDLen). Short here is not a torn batch.
+			n := min(int64(ScanChunk), size-pos)
+			buf = buf[:n]
+			if err := readFull(f, buf, pos); err != nil {
+				return pos, OK, err
+			}
+			bufPos, rel = pos, 0
+			h, p = ParseHeader(buf)
+		}
 		if p != OK {
 			return pos, p, nil
 		}

@@ -95,7 +95,8 @@ const (
 	KeyHWM             = "hwm"
 	KeyProducerCkpt    = "prodckpt"
 	PrefixProducer     = "prod/"
-	PrefixTransactions = "txn/"    // reserved: transaction index
+	PrefixTransactions = "txn/" // transaction index: KeyTxnCkpt
+	KeyTxnCkpt         = PrefixTransactions + "ckpt"
 	PrefixESIndex      = "esidx/"  // reserved: event-sourcing aggregate index
 	PrefixESSnapshot   = "essnap/" // reserved: event-sourcing snapshots
 )
@@ -289,4 +290,29 @@ func (s *Store) ProducerCheckpoint(topic string, p int32) (covered uint64, entri
 		entries = append(entries, ProducerEntry{ID: string(it.Key()[len(pre):]), State: append([]byte(nil), it.Value()...)})
 	}
 	return covered, entries, true, wrap("read producer checkpoint", it.Error())
+}
+
+// PutTxnCheckpoint stores the transaction index's checkpoint (txnindex
+// Encode), stating that it covers every batch below covered; sync makes it
+// durable before returning.
+func (s *Store) PutTxnCheckpoint(topic string, p int32, covered uint64, index []byte, sync bool) error {
+	v := append(binary.BigEndian.AppendUint64(make([]byte, 0, 8+len(index)), covered), index...)
+	return wrap("write transaction index checkpoint", s.db.Set(sub(topic, p, KeyTxnCkpt), v, opts(sync)))
+}
+
+// TxnCheckpoint returns the transaction index checkpoint and the offset it
+// covers; ok is false when none was written.
+func (s *Store) TxnCheckpoint(topic string, p int32) (covered uint64, index []byte, ok bool, err error) {
+	v, closer, err := s.db.Get(sub(topic, p, KeyTxnCkpt))
+	if errors.Is(err, pebble.ErrNotFound) {
+		return 0, nil, false, nil
+	}
+	if err != nil {
+		return 0, nil, false, wrap("read transaction index checkpoint", err)
+	}
+	defer closer.Close()
+	if len(v) < 8 {
+		return 0, nil, false, errcode.StorageCorrupt.New("transaction index checkpoint is too short", "topic", topic)
+	}
+	return binary.BigEndian.Uint64(v), append([]byte(nil), v[8:]...), true, nil
 }

@@ -43,7 +43,7 @@ var strataCommands = [][]string{
 	{"produce"}, {"consume"}, {"browse"},
 	{"group", "status"}, {"group", "describe"}, {"group", "list"}, {"group", "delete"}, {"group", "reset-offsets"},
 	{"cluster", "status"}, {"cluster", "list"},
-	{"bench", "produce"}, {"bench", "consume"}, {"bench", "e2e"}, {"bench", "groups"},
+	{"bench", "produce"}, {"bench", "consume"}, {"bench", "e2e"}, {"bench", "groups"}, {"bench", "txn"},
 	{"stream", "append"}, {"stream", "read"}, {"stream", "version"}, {"stream", "snapshot", "save"}, {"stream", "snapshot", "get"}, {"stream", "proof"}, {"stream", "range"},
 }
 

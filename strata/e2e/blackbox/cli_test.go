@@ -44,8 +44,8 @@ func cliCommands(t *testing.T, c framework.Cluster) {
 	run("produce", "max-t2", "--count", "100", "--size", "8", "--acks", "all")
 	run("consume", "max-t2", "--group", "maxg", "--max", "5")
 	out = run("group", "describe", "maxg")
-	if !regexp.MustCompile(`(?m)^max-t2\s+0\s+5\s+100\s+95\b`).MatchString(out) {
-		t.Fatalf("after --max 5 describe must show offset 5, end 100, lag 95:\n%s", out)
+	if !regexp.MustCompile(`(?m)^max-t2\s+0\s+5\s+100\s+100\s+95\b`).MatchString(out) {
+		t.Fatalf("after --max 5 describe must show offset 5, end 100, last stable 100, lag 95:\n%s", out)
 	}
 
 	// Issue 18's CLI surface against a real gateway: offsets as rpk and

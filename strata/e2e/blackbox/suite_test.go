@@ -32,6 +32,7 @@ var suite = []framework.Scenario[framework.Cluster]{
 	{Name: "MalformedFrames", Run: malformedFrames},
 	{Name: "EventSourcing", Run: eventSourcing},
 	{Name: "Transactions", Run: transactions},
+	{Name: "TxnProcessorExactlyOnce", Run: txnProcessorExactlyOnce},
 }
 
 // TestBlackboxAllInOne runs the suite against the all-in-one server in this

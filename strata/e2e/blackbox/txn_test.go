@@ -2,6 +2,7 @@ package blackbox
 
 import (
 	"context"
+	"encoding/json"
 	"slices"
 	"strconv"
 	"testing"
@@ -76,10 +77,17 @@ func transactions(t *testing.T, c framework.Cluster) {
 	if err != nil || st.Value("state") != "open" || st.Value("messages") != "3" {
 		t.Fatalf("status %v %v", st, err)
 	}
+	// The open transaction holds the LSO at its first offset: LIST_OFFSETS
+	// isolation=read_committed and the lag of group describe say so.
+	if _, err := cl.RegisterGroup(ctx, "txn-lag", "txn-out", "", ""); err != nil {
+		t.Fatal(err)
+	}
+	checkLSO(t, ctx, cl, c, 0, 3)
 	end, err := cl.EndTxn(ctx, s, true)
 	if err != nil || end.Value("state") != "committed" || end.Value("messages") != "3" {
 		t.Fatalf("commit %v %v", end, err)
 	}
+	checkLSO(t, ctx, cl, c, 4, 4) // 3 records and the marker
 	framework.RunCases(t, ctx, cl, []framework.Case{
 		{Cmd: "END_TXN transactional_id=e2e-copier producerId=" + s.ProducerID + " epoch=" + strconv.FormatInt(s.Epoch, 10) + " result=abort",
 			Err: framework.Want("transaction_already_committed", cConflict, false)},
@@ -215,5 +223,34 @@ func transactions(t *testing.T, c framework.Cluster) {
 		*framework.Want("transaction_aborted", cConflict, false))
 	if got := readAll(t, ctx, cl, "txn-out", 0, "read_committed"); slices.Contains(got, "hang") {
 		t.Fatalf("aborted record visible: %q", got)
+	}
+}
+
+// checkLSO checks txn-out/0's last stable offset and HWM through
+// LIST_OFFSETS and `strata group describe txn-lag`, whose lag (nothing
+// committed) is the LSO.
+func checkLSO(t *testing.T, ctx context.Context, cl *client.Client, c framework.Cluster, lso, hwm uint64) {
+	t.Helper()
+	offs, err := cl.ListOffsetsCommitted(ctx, "txn-out", 0)
+	if err != nil || len(offs) != 1 || offs[0].LSO != lso || offs[0].HWM != hwm {
+		t.Fatalf("list offsets read_committed: %+v %v, want lso %d hwm %d", offs, err, lso, hwm)
+	}
+	code, out, errs := strataCLI(ctx, c.Gateways()[0].ClientAddr, "group", "describe", "txn-lag", "--output", "json")
+	if code != 0 {
+		t.Fatalf("group describe: exit %d: %s", code, errs)
+	}
+	var doc struct {
+		Offsets []struct {
+			LogEnd uint64 `json:"log_end_offset"`
+			LSO    uint64 `json:"last_stable_offset"`
+			Lag    uint64 `json:"lag"`
+		} `json:"offsets"`
+		TotalLag uint64 `json:"total_lag"`
+	}
+	if err := json.Unmarshal([]byte(out), &doc); err != nil || len(doc.Offsets) != 1 {
+		t.Fatalf("group describe: %v\n%s", err, out)
+	}
+	if o := doc.Offsets[0]; o.LSO != lso || o.LogEnd != hwm || o.Lag != lso || doc.TotalLag != lso {
+		t.Fatalf("group describe: %+v total %d, want lso %d hwm %d lag %d", o, doc.TotalLag, lso, hwm, lso)
 	}
 }

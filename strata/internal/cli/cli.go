@@ -50,7 +50,7 @@ func init() {
 		"consume":    {"print records of a topic (optionally as a group member)", runConsume},
 		"group":      {"consumer groups: status, describe, list, delete, reset-offsets", runGroup},
 		"cluster":    {"cluster status summary and node list", runCluster},
-		"bench":      {"load tool: produce, consume, e2e, groups throughput and latency", runBench},
+		"bench":      {"load tool: produce, consume, e2e, groups, txn throughput and latency", runBench},
 		"stream":     {"event-sourcing streams: append, read, version, snapshot, proof, range (JSON output)", runStream},
 		"browse":     {"print committed records of a partition outside any group (JSON)", runBrowse},
 		"version":    {"print the version", runVersion},

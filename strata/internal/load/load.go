@@ -27,6 +27,7 @@ const (
 	ModeConsume = "consume"
 	ModeE2E     = "e2e"
 	ModeGroups  = "groups"
+	ModeTxn     = "txn"
 )
 
 // Config describes one run.
@@ -70,6 +71,10 @@ type Config struct {
 	// the end, so runs leave nothing behind).
 	KeepGroups bool
 
+	// TxnSize is the records per transaction of the txn mode (txn.go);
+	// Count counts its transactions.
+	TxnSize int
+
 	// Progress, when set, receives a progress line per side every
 	// ProgressEvery (default 1 s): records/s, MB/s, p99 so far (produce,
 	// consume and e2e modes).
@@ -108,6 +113,9 @@ func (c *Config) Defaults() {
 	}
 	if c.BatchEntries <= 0 {
 		c.BatchEntries = wire.MaxOffsetEntries
+	}
+	if c.TxnSize == 0 {
+		c.TxnSize = 10
 	}
 	if c.Mix == (Mix{}) {
 		c.Mix = DefaultMix
@@ -160,6 +168,8 @@ type Result struct {
 	EndToEnd    *Latency `json:"end_to_end_latency,omitempty"`
 	// Groups is the report of the groups mode (per command figures).
 	Groups *GroupsReport `json:"groups,omitempty"`
+	// Txn is the report of the txn mode.
+	Txn *TxnReport `json:"txn,omitempty"`
 }
 
 // Failures counts what makes a run fail: requests that failed on either
@@ -178,6 +188,9 @@ func (r *Result) Failures() int64 {
 			n += c.Errors
 		}
 		n += g.OffsetMismatches
+	}
+	if r.Txn != nil {
+		n += r.Txn.Errors
 	}
 	return n
 }
@@ -236,12 +249,16 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	cfg.Defaults()
 	switch cfg.Mode {
 	case ModeProduce, ModeConsume, ModeE2E:
+	case ModeTxn:
+		if cfg.TxnSize <= 0 {
+			return nil, errcode.InvalidParameter.New("txn-size must be positive", "param", "txn-size")
+		}
 	case ModeGroups:
 		if err := cfg.checkGroups(); err != nil {
 			return nil, err
 		}
 	default:
-		return nil, errcode.InvalidParameter.New("mode must be produce, consume, e2e or groups", "param", "mode", "value", cfg.Mode)
+		return nil, errcode.InvalidParameter.New("mode must be produce, consume, e2e, groups or txn", "param", "mode", "value", cfg.Mode)
 	}
 	if !wire.ValidAcks(cfg.Acks) {
 		return nil, errcode.InvalidParameter.New("bad acks", "param", "acks", "value", cfg.Acks)
@@ -264,25 +281,14 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if cfg.Mode == ModeGroups {
 		return runGroups(ctx, cfg, clients)
 	}
-	md, err := clients[0].Metadata(ctx, cfg.Topic)
-	if err != nil && errcode.CodeOf(err) != errcode.TopicNotFound.Name() {
+	if cfg.Mode == ModeTxn {
+		return runTxn(ctx, cfg, clients)
+	}
+	parts, err := ensureTopic(ctx, clients[0], cfg)
+	if err != nil {
 		return nil, err
 	}
-	if err != nil {
-		if cfg.Mode == ModeConsume {
-			return nil, err
-		}
-		if _, err := clients[0].CreateTopic(ctx, client.TopicConfig{Name: cfg.Topic, Partitions: cfg.Partitions}); err != nil {
-			return nil, err
-		}
-		if err := retrySetup(ctx, func() (err error) {
-			md, err = clients[0].Metadata(ctx, cfg.Topic)
-			return err
-		}); err != nil {
-			return nil, err
-		}
-	}
-	cfg.Partitions = md.Partitions
+	cfg.Partitions = parts
 	res := &Result{Mode: cfg.Mode, Addr: cfg.Addr, Topic: cfg.Topic, Conns: cfg.Conns, RecordSize: cfg.RecordSize,
 		BatchSize: cfg.BatchSize, Acks: cfg.Acks, Compression: clients[0].Compression().String(), Rate: cfg.Rate}
 
@@ -382,6 +388,31 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		res.EndToEnd = &l
 	}
 	return res, nil
+}
+
+// ensureTopic returns the partitions of cfg.Topic, creating it with
+// cfg.Partitions when it is missing (except for consume, which reads what
+// exists).
+func ensureTopic(ctx context.Context, c *client.Client, cfg Config) (int, error) {
+	md, err := c.Metadata(ctx, cfg.Topic)
+	if err != nil && errcode.CodeOf(err) != errcode.TopicNotFound.Name() {
+		return 0, err
+	}
+	if err != nil {
+		if cfg.Mode == ModeConsume {
+			return 0, err
+		}
+		if _, err := c.CreateTopic(ctx, client.TopicConfig{Name: cfg.Topic, Partitions: cfg.Partitions}); err != nil {
+			return 0, err
+		}
+		if err := retrySetup(ctx, func() (err error) {
+			md, err = c.Metadata(ctx, cfg.Topic)
+			return err
+		}); err != nil {
+			return 0, err
+		}
+	}
+	return md.Partitions, nil
 }
 
 // retrySetup retries a setup call while it fails with a retryable error (a
@@ -579,6 +610,10 @@ func consumeLoop(ctx context.Context, c *client.Client, cfg Config, parts []int3
 func WriteText(w io.Writer, r *Result) {
 	if r.Groups != nil {
 		writeGroupsText(w, r)
+		return
+	}
+	if r.Txn != nil {
+		writeTxnText(w, r)
 		return
 	}
 	fmt.Fprintf(w, "strata bench %s: addr=%s topic=%s connections=%d record=%dB batch=%d acks=%s compression=%s",

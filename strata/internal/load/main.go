@@ -16,7 +16,7 @@ import (
 	"github.com/strataio/strata/libs/wire"
 )
 
-const usage = `usage: strata bench produce|consume|e2e|groups [flags]
+const usage = `usage: strata bench produce|consume|e2e|groups|txn [flags]
 
 Drives a Strata client listener (Wire v2) with synthetic records and reports
 throughput (records/s, MB/s of payload) and latency percentiles.
@@ -28,6 +28,10 @@ throughput (records/s, MB/s of payload) and latency percentiles.
            BATCH_COMMIT, HEARTBEAT and FETCH_OFFSET (one request at a time)
            for --duration or --count operations, then --rejoins
            JOIN+SYNC+LEAVE cycles; per-command ops/s and latency
+  txn      one transactional producer per connection runs transactions of
+           --txn-size records (INIT_PRODUCER_ID, BEGIN_TXN, TXN_PUBLISH...,
+           END_TXN commit) one after the other for --duration or --count
+           transactions; transactions/s, commit and transaction latency
 
 flags:
 `
@@ -52,13 +56,14 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&cfg.Acks, "acks", "1", "acks: 0, 1, all")
 	comp := fs.String("compression", "none", "compression to negotiate: none, gzip, snappy, lz4")
 	fs.DurationVar(&cfg.Duration, "duration", 10*time.Second, "run time (0 with --count: until count)")
-	fs.Int64Var(&cfg.Count, "count", 0, "stop after this many records (groups: operations; 0: duration only)")
+	fs.Int64Var(&cfg.Count, "count", 0, "stop after this many records (groups: operations; txn: transactions; 0: duration only)")
 	fs.Float64Var(&cfg.Rate, "rate", 0, "records per second over all connections (0: unlimited)")
 	fs.StringVar(&cfg.Group, "group", "", "group sent with CONSUME (committed offsets take precedence)")
 	fs.IntVar(&cfg.BatchEntries, "batch-entries", 1024, "groups: entries per BATCH_COMMIT (max 1024); a created topic gets at least this many partitions")
 	mix := fs.String("mix", DefaultMix.String(), "groups: command weights, e.g. commit=3,fetch=1 (unlisted or 0: not sent)")
 	fs.IntVar(&cfg.Rejoins, "rejoins", 20, "groups: JOIN+SYNC+LEAVE cycles per connection after the timed loop")
 	fs.BoolVar(&cfg.KeepGroups, "keep-groups", false, "groups: keep the run's groups (default: deleted at the end)")
+	fs.IntVar(&cfg.TxnSize, "txn-size", 10, "txn: records per transaction")
 	jsonOut := fs.Bool("json", false, "print the report as JSON")
 	progress := fs.String("progress", "auto", "progress line every second on stderr (records/s, MB/s, p99 so far): auto (when stderr is a terminal), always, never")
 	timeout := fs.Duration("timeout", 30*time.Second, "per-request timeout")
@@ -110,7 +115,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	cfg.Client = client.Options{Compressions: []wire.Compression{c}, RequestTimeout: *timeout, ClientID: "strata-bench",
 		TLS: tc, Principal: *principal, Token: *token}
-	if cfg.Mode != ModeProduce && cfg.Mode != ModeConsume && cfg.Mode != ModeE2E && cfg.Mode != ModeGroups {
+	if cfg.Mode != ModeProduce && cfg.Mode != ModeConsume && cfg.Mode != ModeE2E && cfg.Mode != ModeGroups && cfg.Mode != ModeTxn {
 		fmt.Fprintf(stderr, "strata bench: unknown mode %q\n", cfg.Mode)
 		fs.Usage()
 		return 2
