@@ -151,8 +151,15 @@ func (l *Log) walkSegment(s *seg, pos, end int64, limit uint64, chunk int, fn ba
 		return errcode.StorageCorrupt.New("damaged batch found by a read", "segment", s.path,
 			"position", strconv.FormatInt(at, 10), "problem", prob)
 	}
-	for pos < end {
+	for first := true; pos < end; first = false {
 		n := min(int64(len(buf)), end-pos)
+		if first {
+			// The first read only looks at the first batches: a batch
+			// larger than this is read exactly below. A fetch of one
+			// megabyte batch used to pread the whole 4 MiB chunk and
+			// use a quarter of it.
+			n = min(n, smallChunk)
+		}
 		if err := segment.ReadFull(e.f, buf[:n], pos); err != nil {
 			return false, errcode.StorageUnavailable.New("read segment: "+err.Error(), "segment", s.path)
 		}
