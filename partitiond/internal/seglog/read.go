@@ -271,7 +271,7 @@ func (l *Log) read(from uint64, maxRecords, maxBytes int, limit uint64, skip fun
 			out = append([]byte(nil), recs...)
 			res.Count += int(h.RecordCount)
 			res.Next = h.NextOffset()
-			return false, nil
+			return true, nil
 		}
 		if out == nil {
 			// Grows by doubling from here; bounded by maxBytes.
@@ -281,7 +281,10 @@ func (l *Log) read(from uint64, maxRecords, maxBytes int, limit uint64, skip fun
 			out = append(out, recs...)
 			res.Count += int(h.RecordCount)
 			res.Next = h.NextOffset()
-			return false, nil
+			// Full: stop here. Going on only read (a chunk of up to
+			// 4 MiB) and CRC-checked the next batch to find that none
+			// of it fits — four times the bytes of a one-batch fetch.
+			return res.Count >= maxRecords || len(out) >= maxBytes, nil
 		}
 		for set := recs; len(set) > 0; {
 			n := int(binary.BigEndian.Uint32(set))
