@@ -147,16 +147,10 @@ func (h *Handlers) startOffset(ctx context.Context, t *metav1.Topic, a *readArgs
 // polling with its last delivered offset + 1 — that fetch is exactly the
 // read the sequential path would make, and is the answer; otherwise it is
 // cancelled (ending its long poll at the leader) and awaited, and the read
-// starts at the committed offset.
+// starts at the committed offset. Whatever decides the start, a fetch at
+// the offset it picks is the one the sequential path makes.
 func (h *Handlers) readFromStart(ctx context.Context, t *metav1.Topic, a *readArgs) (*partitionv1.FetchResponse, error) {
 	name := t.GetConfig().GetName()
-	if !a.hasOffset {
-		start, err := h.startOffset(ctx, t, a)
-		if err != nil {
-			return nil, err
-		}
-		return h.fetch(ctx, name, a.partition, start, a.batch, a.wait, a.isolation)
-	}
 	type result struct {
 		resp *partitionv1.FetchResponse
 		err  error
