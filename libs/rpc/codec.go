@@ -29,6 +29,14 @@ func (codec) Marshal(v any) (mem.BufferSlice, error) {
 	if !ok {
 		return nil, fmt.Errorf("rpc codec: cannot marshal %T: not a proto.Message", v)
 	}
+	if a, ok := v.(aliasMarshaler); ok {
+		head, recs, tail := a.MarshalAlias()
+		if len(recs) >= aliasMin {
+			// The record set goes to gRPC as it is: gRPC copies it into
+			// its frames anyway, a marshal buffer would be one more copy.
+			return mem.BufferSlice{mem.SliceBuffer(head), mem.SliceBuffer(recs), mem.SliceBuffer(tail)}, nil
+		}
+	}
 	size := proto.Size(m)
 	if mem.IsBelowBufferPoolingThreshold(size) {
 		b, err := proto.Marshal(m)
@@ -52,6 +60,12 @@ func (codec) Marshal(v any) (mem.BufferSlice, error) {
 // aliasing the input (partitionv1.FetchResponse: a fetched record set).
 type aliasUnmarshaler interface {
 	UnmarshalAlias(b []byte) error
+}
+
+// aliasMarshaler is a message that can marshal its large bytes field
+// without copying it (partitionv1.FetchResponse: a fetched record set).
+type aliasMarshaler interface {
+	MarshalAlias() (head, records, tail []byte)
 }
 
 // aliasMin is the message size from which an aliasUnmarshaler gets its own

@@ -19,7 +19,7 @@ func TestFetchResponseUnmarshalAlias(t *testing.T) {
 	set := 0
 	want.ProtoReflect().Range(func(protoreflect.FieldDescriptor, protoreflect.Value) bool { set++; return true })
 	if set != fields.Len() {
-		t.Fatalf("the test sets %d of FetchResponse's %d fields: set the new one and decode it in UnmarshalAlias", set, fields.Len())
+		t.Fatalf("the test sets %d of FetchResponse's %d fields: set the new one, and encode and decode it in MarshalAlias and UnmarshalAlias", set, fields.Len())
 	}
 	b, err := proto.Marshal(want)
 	if err != nil {
@@ -40,5 +40,26 @@ func TestFetchResponseUnmarshalAlias(t *testing.T) {
 	// Truncated input is an error, as with proto.Unmarshal.
 	if err := got.UnmarshalAlias(b[:len(b)-1]); err == nil {
 		t.Fatal("truncated input decoded")
+	}
+}
+
+func TestFetchResponseMarshalAlias(t *testing.T) {
+	for _, m := range []*FetchResponse{
+		{},
+		{Records: []byte("records"), RecordCount: 2, NextOffset: 3, LogStartOffset: 4, HighWatermark: 5, LogEndOffset: 6, LastStableOffset: 7},
+		{Records: bytes.Repeat([]byte{1}, 300), NextOffset: 1 << 40},
+		{HighWatermark: 9},
+	} {
+		want, err := proto.MarshalOptions{Deterministic: true}.Marshal(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		head, recs, tail := m.MarshalAlias()
+		if got := append(append(append([]byte(nil), head...), recs...), tail...); !bytes.Equal(got, want) {
+			t.Fatalf("%v: MarshalAlias %x, proto.Marshal %x", m, got, want)
+		}
+		if len(m.Records) > 0 && &recs[0] != &m.Records[0] {
+			t.Fatal("records copied, not aliased")
+		}
 	}
 }
