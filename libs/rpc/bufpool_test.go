@@ -7,6 +7,8 @@ import (
 	"google.golang.org/grpc/mem"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	partitionv1 "github.com/strataio/strata/proto/strata/partition/v1"
 )
 
 func TestBufferPoolSizes(t *testing.T) {
@@ -82,5 +84,44 @@ func TestCodecRoundTrip(t *testing.T) {
 	}
 	if err := (codec{}).Unmarshal(nil, 42); err == nil {
 		t.Fatal("unmarshal into a non-message succeeded")
+	}
+}
+
+// TestCodecAliasedFetch: a large FetchResponse encodes as proto.Marshal
+// does (MarshalAlias) and decodes with its records aliasing one owned copy
+// (UnmarshalAlias), never the transport's frames or a buffer that goes back
+// to the pool.
+func TestCodecAliasedFetch(t *testing.T) {
+	for _, n := range []int{100, 100 << 10, 2 << 20} {
+		in := &partitionv1.FetchResponse{Records: bytes.Repeat([]byte{7}, n), RecordCount: 3, NextOffset: 9, HighWatermark: 12}
+		enc, _ := proto.Marshal(in)
+		data, err := codec{}.Marshal(in)
+		if err != nil || !bytes.Equal(data.Materialize(), enc) {
+			t.Fatalf("n=%d: codec marshal differs from proto.Marshal (%v)", n, err)
+		}
+		data.Free()
+		var split mem.BufferSlice
+		for rest := enc; len(rest) > 0; {
+			k := min(len(rest), 16<<10)
+			split = append(split, mem.SliceBuffer(rest[:k]))
+			rest = rest[k:]
+		}
+		out := &partitionv1.FetchResponse{}
+		if err := (codec{}).Unmarshal(split, out); err != nil {
+			t.Fatal(err)
+		}
+		for i := range enc { // the frames are reused by the transport
+			enc[i] = 0xFF
+		}
+		for range 4 {
+			bp := transportPool.Get(len(enc))
+			for j := range *bp {
+				(*bp)[j] = 0xFF
+			}
+			transportPool.Put(bp)
+		}
+		if !proto.Equal(in, out) {
+			t.Fatalf("n=%d: round trip differs", n)
+		}
 	}
 }

@@ -29,6 +29,14 @@ func (codec) Marshal(v any) (mem.BufferSlice, error) {
 	if !ok {
 		return nil, fmt.Errorf("rpc codec: cannot marshal %T: not a proto.Message", v)
 	}
+	if a, ok := v.(aliasMarshaler); ok {
+		head, recs, tail := a.MarshalAlias()
+		if len(recs) >= aliasMin {
+			// The record set goes to gRPC as it is: gRPC copies it into
+			// its frames anyway, a marshal buffer would be one more copy.
+			return mem.BufferSlice{mem.SliceBuffer(head), mem.SliceBuffer(recs), mem.SliceBuffer(tail)}, nil
+		}
+	}
 	size := proto.Size(m)
 	if mem.IsBelowBufferPoolingThreshold(size) {
 		b, err := proto.Marshal(m)
@@ -48,10 +56,37 @@ func (codec) Marshal(v any) (mem.BufferSlice, error) {
 	return mem.BufferSlice{mem.NewBuffer(buf, transportPool)}, nil
 }
 
+// aliasUnmarshaler is a message that can decode its large bytes field by
+// aliasing the input (partitionv1.FetchResponse: a fetched record set).
+type aliasUnmarshaler interface {
+	UnmarshalAlias(b []byte) error
+}
+
+// aliasMarshaler is a message that can marshal its large bytes field
+// without copying it (partitionv1.FetchResponse: a fetched record set).
+type aliasMarshaler interface {
+	MarshalAlias() (head, records, tail []byte)
+}
+
+// aliasMin is the message size from which an aliasUnmarshaler gets its own
+// copy of the message to alias: below it the pooled path is as cheap.
+const aliasMin = 64 << 10
+
 func (codec) Unmarshal(data mem.BufferSlice, v any) error {
 	m, ok := v.(proto.Message)
 	if !ok {
 		return fmt.Errorf("rpc codec: cannot unmarshal into %T: not a proto.Message", v)
+	}
+	if a, ok := v.(aliasUnmarshaler); ok && data.Len() >= aliasMin {
+		// One copy out of gRPC's frames into a buffer the message then
+		// owns, instead of a copy into a pooled buffer and a second one
+		// of the bytes field out of it. The buffer comes from the pool
+		// (not zeroed; in the all-in-one partitiond's marshal buffers
+		// return there) and is never put back: the garbage collector
+		// reclaims it with the message.
+		bp := transportPool.Get(data.Len())
+		b := (*bp)[:data.CopyTo(*bp)]
+		return a.UnmarshalAlias(b)
 	}
 	buf := data.MaterializeToBuffer(transportPool)
 	defer buf.Free()

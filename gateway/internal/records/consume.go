@@ -138,6 +138,43 @@ func (h *Handlers) startOffset(ctx context.Context, t *metav1.Topic, a *readArgs
 	return 0, nil
 }
 
+// readFromStart fetches one partition of t from the group's start offset
+// (startOffset) with a.wait of long poll. CONSUME always names an offset,
+// and the start is that offset unless the group committed a later one, so
+// the fetch at the requested offset starts at once, concurrently with the
+// coordinator's FetchOffset (a full round trip that used to come first).
+// When the committed offset is not past the requested one — a consumer
+// polling with its last delivered offset + 1 — that fetch is exactly the
+// read the sequential path would make, and is the answer; otherwise it is
+// cancelled (ending its long poll at the leader) and awaited, and the read
+// starts at the committed offset. Whatever decides the start, a fetch at
+// the offset it picks is the one the sequential path makes.
+func (h *Handlers) readFromStart(ctx context.Context, t *metav1.Topic, a *readArgs) (*partitionv1.FetchResponse, error) {
+	name := t.GetConfig().GetName()
+	type result struct {
+		resp *partitionv1.FetchResponse
+		err  error
+	}
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	spec := make(chan result, 1)
+	go func() {
+		resp, err := h.fetch(sctx, name, a.partition, a.offset, a.batch, a.wait, a.isolation)
+		spec <- result{resp, err}
+	}()
+	start, err := h.startOffset(ctx, t, a)
+	if err == nil && start == a.offset {
+		r := <-spec
+		return r.resp, r.err
+	}
+	cancel()
+	<-spec // never leave the fetch running past the request
+	if err != nil {
+		return nil, err
+	}
+	return h.fetch(ctx, name, a.partition, start, a.batch, a.wait, a.isolation)
+}
+
 // maxGapHops bounds the re-reads of one fetch across record-less gaps.
 const maxGapHops = 64
 
@@ -200,14 +237,23 @@ func (h *Handlers) consume(ctx context.Context, c *command.Call) ([]byte, error)
 	if err != nil {
 		return nil, err
 	}
+	if len(topics) == 1 {
+		t := topics[0]
+		if int(a.partition) >= len(t.GetPartitions()) {
+			return nil, errcode.PartitionNotFound.New("partition does not exist", "topic", t.GetConfig().GetName(), "partition", strconv.Itoa(int(a.partition)))
+		}
+		resp, err := h.readFromStart(ctx, t, &a)
+		if err != nil {
+			return nil, err
+		}
+		h.countDelivered(t.GetConfig().GetName(), resp)
+		return appendBatch(c.Out, t.GetConfig().GetName(), a.partition, resp)
+	}
 	// A batch frame carries one topic, so a pattern is served by the first
 	// matching topic (in name order) that has records at its start offset.
 	starts := make([]uint64, len(topics))
 	for i, t := range topics {
 		if int(a.partition) >= len(t.GetPartitions()) {
-			if len(topics) == 1 {
-				return nil, errcode.PartitionNotFound.New("partition does not exist", "topic", t.GetConfig().GetName(), "partition", strconv.Itoa(int(a.partition)))
-			}
 			starts[i] = ^uint64(0)
 			continue
 		}
@@ -221,16 +267,13 @@ func (h *Handlers) consume(ctx context.Context, c *command.Call) ([]byte, error)
 			if starts[i] == ^uint64(0) {
 				continue
 			}
-			wait := time.Duration(0)
-			if len(topics) == 1 {
-				wait = a.wait // one topic: let the leader long-poll
-			}
+			// Several topics: poll each without waiting at a leader.
 			name := t.GetConfig().GetName()
-			resp, err := h.fetch(ctx, name, a.partition, starts[i], a.batch, wait, a.isolation)
+			resp, err := h.fetch(ctx, name, a.partition, starts[i], a.batch, 0, a.isolation)
 			if err != nil {
 				return nil, err
 			}
-			if resp.GetRecordCount() > 0 || len(topics) == 1 {
+			if resp.GetRecordCount() > 0 {
 				h.countDelivered(name, resp)
 				return appendBatch(c.Out, name, a.partition, resp)
 			}

@@ -41,7 +41,7 @@ type Config struct {
 	// groups).
 	Partitions int
 	// Conns is the number of connections; Inflight the pipelined requests
-	// per connection (producers) .
+	// per connection (producers; consumers over different partitions).
 	Conns    int
 	Inflight int
 	// RecordSize is the payload size in bytes (at least 8: e2e stamps the
@@ -541,7 +541,29 @@ func produceLoop(ctx, callCtx context.Context, c *client.Client, cfg Config, wor
 	}
 }
 
+// consumeLoop reads parts over one connection: up to cfg.Inflight CONSUMEs
+// in flight, each worker owning some of the partitions (a partition's next
+// offset is known only once its last read returned, so one partition never
+// has two reads in flight).
 func consumeLoop(ctx context.Context, c *client.Client, cfg Config, parts []int32, starts []uint64, s *side, e2e *Histogram,
+	consumed *atomic.Int64, want int64) {
+	n := max(1, min(cfg.Inflight, len(parts)))
+	var wg sync.WaitGroup
+	for w := range n {
+		var mine []int32
+		for i := w; i < len(parts); i += n {
+			mine = append(mine, parts[i])
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			consumeParts(ctx, c, cfg, mine, starts, s, e2e, consumed, want)
+		}()
+	}
+	wg.Wait()
+}
+
+func consumeParts(ctx context.Context, c *client.Client, cfg Config, parts []int32, starts []uint64, s *side, e2e *Histogram,
 	consumed *atomic.Int64, want int64) {
 	var h, eh Histogram
 	defer func() {

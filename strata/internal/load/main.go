@@ -50,7 +50,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&cfg.Topic, "topic", "strata-bench", "topic (created with --partitions when missing; groups: default strata-bench-groups)")
 	fs.IntVar(&cfg.Partitions, "partitions", 4, "partitions of a created topic")
 	fs.IntVar(&cfg.Conns, "conns", 4, "connections")
-	fs.IntVar(&cfg.Inflight, "inflight", 4, "pipelined PUBLISH requests per connection (not used by groups)")
+	fs.IntVar(&cfg.Inflight, "inflight", 4, "pipelined requests per connection: PUBLISHes; CONSUMEs over different partitions (not used by groups)")
 	fs.IntVar(&cfg.RecordSize, "record-size", 100, "payload bytes per record (min 8)")
 	fs.IntVar(&cfg.BatchSize, "batch", 100, "records per PUBLISH batch")
 	fs.StringVar(&cfg.Acks, "acks", "1", "acks: 0, 1, all")
