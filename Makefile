@@ -51,7 +51,7 @@ fuzz: ## run every fuzz target for FUZZTIME each (default 20s)
 bench: ## run the Go benchmarks of codec and storage, printing figures
 	go test -run '^$$' -bench . -benchmem -timeout 30m $(PREFIX)/libs/wire/... $(PREFIX)/partitiond/... $(PREFIX)/metad/...
 
-bench-replication: ## RF 3 acks=all through 3 partitiond processes vs the all-in-one's acks=1, with follower lag (STRATA_BENCH_DURATION=8s)
+bench-replication: ## RF 3 acks=all through 3 partitiond processes vs the all-in-one's acks=1 (plus RF 1 and RF 3 acks=1 on the same cluster), server CPU per record, follower lag (STRATA_BENCH_DURATION=8s)
 	STRATA_BENCH=1 go test -count=1 -timeout 20m -v -run '^TestReplicationThroughput$$' $(PREFIX)/strata/e2e/perf
 
 bench-report: ## issue 17's table on a fresh all-in-one per workload: publish 100 B / 1 KiB, single durable publish, consume 1M; CPU per record, peak and idle RSS

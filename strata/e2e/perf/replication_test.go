@@ -2,6 +2,7 @@ package perf
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"fmt"
 	"net/http"
@@ -28,6 +29,9 @@ type workload struct {
 	recordSize int
 	batch      int
 	acks       string
+	// inflight is the batches in flight per connection (4 connections;
+	// default 4).
+	inflight int
 }
 
 func run(t *testing.T, addr, topic string, w workload, d time.Duration) *load.Result {
@@ -35,7 +39,7 @@ func run(t *testing.T, addr, topic string, w workload, d time.Duration) *load.Re
 	ctx, cancel := context.WithTimeout(context.Background(), d+time.Minute)
 	defer cancel()
 	res, err := load.Run(ctx, load.Config{Mode: load.ModeProduce, Addr: addr, Topic: topic, Partitions: 4,
-		Conns: 4, Inflight: 4, RecordSize: w.recordSize, BatchSize: w.batch, Acks: w.acks, Duration: d})
+		Conns: 4, Inflight: cmp.Or(w.inflight, 4), RecordSize: w.recordSize, BatchSize: w.batch, Acks: w.acks, Duration: d})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,9 +48,11 @@ func run(t *testing.T, addr, topic string, w workload, d time.Duration) *load.Re
 
 // TestReplicationThroughput compares RF 3 acks=all through three partitiond
 // processes with the all-in-one's acks=1 on the same machine (issue 12's
-// performance target: at least half), and samples the followers' lag
-// (strata_cluster_replication_lag_seconds) during the RF 3 runs. It prints a
-// table; set STRATA_BENCH=1 to run it (make bench-replication).
+// performance target: at least half), with RF 1 and RF 3 acks=1 on the same
+// cluster beside it and the servers' CPU per record for each, and samples
+// the followers' lag (strata_cluster_replication_lag_seconds) during the
+// acks=all runs. It prints a table (docs/performance.md reads it); set
+// STRATA_BENCH=1 to run it (make bench-replication).
 func TestReplicationThroughput(t *testing.T) {
 	if os.Getenv("STRATA_BENCH") == "" {
 		t.Skip("benchmark: set STRATA_BENCH=1 (make bench-replication)")
@@ -56,14 +62,17 @@ func TestReplicationThroughput(t *testing.T) {
 		d = v
 	}
 	workloads := []workload{
-		{"100 B × 1,000", 100, 1000, ""},
-		{"1 KiB × 1,000", 1024, 1000, ""},
+		{"100 B × 1,000", 100, 1000, "", 0},
+		{"1 KiB × 1,000", 1024, 1000, "", 0},
+		// One batch in flight per connection: the time an acks=all
+		// answer waits for the followers, with the machine not saturated.
+		{"100 B × 1,000, 1 in flight per conn", 100, 1000, "", 1},
 	}
 	type row struct {
-		w              workload
-		aio, rf3       *load.Result
-		lagP50, lagP99 float64
-		lagSamples     int
+		w                     workload
+		aio, rf1, rf3one, rf3 measured
+		lagP50, lagP99        float64
+		lagSamples            int
 	}
 	rows := make([]row, len(workloads))
 
@@ -72,7 +81,7 @@ func TestReplicationThroughput(t *testing.T) {
 	for i, w := range workloads {
 		w.acks = "1"
 		rows[i].w = w
-		rows[i].aio = run(t, addr, fmt.Sprintf("aio-%d", i), w, d)
+		rows[i].aio = measure(t, addr, fmt.Sprintf("aio-%d", i), w, d)
 	}
 	aio.Kill()
 
@@ -84,8 +93,24 @@ func TestReplicationThroughput(t *testing.T) {
 	}
 	defer cl.Close()
 	for i, w := range workloads {
+		// On the same cluster: RF 1 acks=1 (what the split deployment
+		// costs against the all-in-one), RF 3 acks=1 (plus the followers'
+		// copies), RF 3 acks=all (plus the wait for them).
+		w.acks = "1"
+		topic := fmt.Sprintf("rf1-%d", i)
+		if _, err := cl.CreateTopic(context.Background(), client.TopicConfig{Name: topic, Partitions: 4, ReplicationFactor: 1}); err != nil {
+			t.Fatal(err)
+		}
+		rows[i].rf1 = measure(t, addr, topic, w, d)
+
+		topic = fmt.Sprintf("rf3-one-%d", i)
+		if _, err := cl.CreateTopic(context.Background(), client.TopicConfig{Name: topic, Partitions: 4}); err != nil {
+			t.Fatal(err)
+		}
+		rows[i].rf3one = measure(t, addr, topic, w, d)
+
 		w.acks = "all"
-		topic := fmt.Sprintf("rf3-%d", i)
+		topic = fmt.Sprintf("rf3-%d", i)
 		if _, err := cl.CreateTopic(context.Background(), client.TopicConfig{Name: topic, Partitions: 4}); err != nil {
 			t.Fatal(err)
 		}
@@ -97,7 +122,7 @@ func TestReplicationThroughput(t *testing.T) {
 			defer wg.Done()
 			lags = sampleLag(c, topic, stop)
 		}()
-		rows[i].rf3 = run(t, addr, topic, w, d)
+		rows[i].rf3 = measure(t, addr, topic, w, d)
 		close(stop)
 		wg.Wait()
 		sort.Float64s(lags)
@@ -109,24 +134,77 @@ func TestReplicationThroughput(t *testing.T) {
 	}
 
 	var b strings.Builder
-	fmt.Fprintf(&b, "\n| workload | all-in-one acks=1 | RF 3 acks=all (3 partitiond) | ratio | RF 3 publish p50 / p99 | follower lag p50 / p99 (%d samples) |\n|---|---:|---:|---:|---|---|\n", rows[0].lagSamples)
+	fmt.Fprintf(&b, "\n| workload | all-in-one acks=1 | 3 partitiond: RF 1 acks=1 | RF 3 acks=1 | RF 3 acks=all | ratio | RF 3 acks=all p50 / p99 | follower lag p50 / p99 (%d samples) |\n|---|---:|---:|---:|---:|---:|---|---|\n", rows[0].lagSamples)
 	for _, r := range rows {
-		a, p := r.aio.Produce, r.rf3.Produce
-		fmt.Fprintf(&b, "| %s | %.0f rec/s, %.1f MB/s | %.0f rec/s, %.1f MB/s | %.0f %% | %.2f / %.2f ms | %.3f / %.3f s |\n",
-			r.w.name, a.RecordsPerSec, a.MBPerSec, p.RecordsPerSec, p.MBPerSec, 100*p.RecordsPerSec/max(a.RecordsPerSec, 1),
-			p.Latency.P50, p.Latency.P99, r.lagP50, r.lagP99)
-		if a.Errors > 0 || p.Errors > 0 {
-			fmt.Fprintf(&b, "|   errors | %d (%s) | %d (%s) | | | |\n", a.Errors, a.FirstError, p.Errors, p.FirstError)
+		a, one, o, p := r.aio, r.rf1, r.rf3one, r.rf3
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %.0f %% | %.2f / %.2f ms | %.3f / %.3f s |\n",
+			r.w.name, a, one, o, p, 100*p.Produce.RecordsPerSec/max(a.Produce.RecordsPerSec, 1),
+			p.Produce.Latency.P50, p.Produce.Latency.P99, r.lagP50, r.lagP99)
+		for _, m := range []measured{a, one, o, p} {
+			if m.Produce.Errors > 0 {
+				fmt.Fprintf(&b, "|   errors | %d (%s) |\n", m.Produce.Errors, m.Produce.FirstError)
+			}
 		}
 	}
+	b.WriteString("\nCPU: user+system time of every server process (children of this test) per record, the bench client excluded.\n")
 	t.Log(b.String())
 }
 
+// measured is one bench run and the servers' CPU time during it.
+type measured struct {
+	*load.Result
+	cpu time.Duration
+}
+
+func (m measured) String() string {
+	p := m.Produce
+	return fmt.Sprintf("%.0f rec/s, %.1f MB/s, %.1f µs CPU/rec", p.RecordsPerSec, p.MBPerSec,
+		float64(m.cpu.Microseconds())/max(float64(p.Records), 1))
+}
+
+func measure(t *testing.T, addr, topic string, w workload, d time.Duration) measured {
+	t.Helper()
+	before := serverCPU()
+	res := run(t, addr, topic, w, d)
+	return measured{Result: res, cpu: serverCPU() - before}
+}
+
+// serverCPU sums utime+stime of this process's children (the server
+// processes the test started), from /proc (Linux; 0 elsewhere).
+func serverCPU() time.Duration {
+	self := strconv.Itoa(os.Getpid())
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return 0
+	}
+	var ticks int64
+	for _, e := range ents {
+		if _, err := strconv.Atoi(e.Name()); err != nil {
+			continue
+		}
+		raw, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		// Fields after the command name (which may hold spaces): state is
+		// field 3, ppid 4, utime 14, stime 15.
+		f := strings.Fields(string(raw[strings.LastIndexByte(string(raw), ')')+1:]))
+		if len(f) < 13 || f[1] != self {
+			continue
+		}
+		u, _ := strconv.ParseInt(f[11], 10, 64)
+		s, _ := strconv.ParseInt(f[12], 10, 64)
+		ticks += u + s
+	}
+	return time.Duration(ticks) * (time.Second / 100) // USER_HZ is 100 on Linux
+}
+
 // sampleLag scrapes every partitiond's strata_cluster_replication_lag_seconds
-// for topic every 100 ms until stop, returning every sample.
+// for topic every 250 ms until stop, returning every sample (uncompressed:
+// the scrapes should cost the servers as little as possible).
 func sampleLag(c *clustertest.Cluster, topic string, stop <-chan struct{}) []float64 {
 	var out []float64
-	tick := time.NewTicker(100 * time.Millisecond)
+	tick := time.NewTicker(250 * time.Millisecond)
 	defer tick.Stop()
 	hc := &http.Client{Timeout: time.Second}
 	for {
@@ -136,7 +214,12 @@ func sampleLag(c *clustertest.Cluster, topic string, stop <-chan struct{}) []flo
 		case <-tick.C:
 		}
 		for _, p := range c.ByRole(pki.RolePartitiond) {
-			resp, err := hc.Get("http://" + p.MetricsAddr + "/metrics")
+			req, err := http.NewRequest(http.MethodGet, "http://"+p.MetricsAddr+"/metrics", nil)
+			if err != nil {
+				continue
+			}
+			req.Header.Set("Accept-Encoding", "identity")
+			resp, err := hc.Do(req)
 			if err != nil {
 				continue
 			}
