@@ -136,34 +136,18 @@ func (s *Source) Certificate() *tls.Certificate {
 
 // VerifyPeer verifies a peer's DER chain as a TLS handshake does: against
 // the current CA pool, for usage, with the role restricted to allowed when
-// non-empty. It returns the parsed chain.
+// non-empty. It returns the parsed chain and the peer identity (the
+// in-process links of libs/rpc call it instead of a handshake).
 func (s *Source) VerifyPeer(rawCerts [][]byte, usage x509.ExtKeyUsage, allowed []Role) ([]*x509.Certificate, Identity, error) {
-	id, err := s.verifyPeer(rawCerts, usage, allowed)
-	if err != nil {
-		return nil, id, err
-	}
-	certs := make([]*x509.Certificate, len(rawCerts))
-	for i, raw := range rawCerts {
-		if certs[i], err = x509.ParseCertificate(raw); err != nil {
-			return nil, id, err
-		}
-	}
-	return certs, id, nil
-}
-
-// verifyPeer verifies a peer chain against the current CA pool for usage and
-// returns the peer identity. When allowed is non-empty the identity's role
-// must be one of them.
-func (s *Source) verifyPeer(rawCerts [][]byte, usage x509.ExtKeyUsage, allowed []Role) (Identity, error) {
 	if len(rawCerts) == 0 {
-		return Identity{}, errors.New("pki: peer presented no certificate")
+		return nil, Identity{}, errors.New("pki: peer presented no certificate")
 	}
 	_, pool := s.current()
 	certs := make([]*x509.Certificate, len(rawCerts))
 	for i, raw := range rawCerts {
 		c, err := x509.ParseCertificate(raw)
 		if err != nil {
-			return Identity{}, fmt.Errorf("pki: parse peer certificate: %w", err)
+			return nil, Identity{}, fmt.Errorf("pki: parse peer certificate: %w", err)
 		}
 		certs[i] = c
 	}
@@ -172,16 +156,16 @@ func (s *Source) verifyPeer(rawCerts [][]byte, usage x509.ExtKeyUsage, allowed [
 		inter.AddCert(c)
 	}
 	if _, err := certs[0].Verify(x509.VerifyOptions{Roots: pool, Intermediates: inter, KeyUsages: []x509.ExtKeyUsage{usage}, CurrentTime: s.now()}); err != nil {
-		return Identity{}, fmt.Errorf("pki: verify peer: %w", err)
+		return nil, Identity{}, fmt.Errorf("pki: verify peer: %w", err)
 	}
 	id, err := IdentityFromCert(certs[0])
 	if err != nil {
-		return Identity{}, err
+		return nil, Identity{}, err
 	}
 	if len(allowed) > 0 && !roleIn(id.Role, allowed) {
-		return Identity{}, fmt.Errorf("pki: peer role %q not allowed (want one of %v)", id.Role, allowed)
+		return nil, Identity{}, fmt.Errorf("pki: peer role %q not allowed (want one of %v)", id.Role, allowed)
 	}
-	return id, nil
+	return certs, id, nil
 }
 
 func roleIn(r Role, set []Role) bool {
@@ -209,7 +193,7 @@ func (s *Source) ServerConfig(allowedRoles ...Role) *tls.Config {
 			NextProtos:   []string{"h2"},
 		}
 		c.VerifyPeerCertificate = func(raw [][]byte, _ [][]*x509.Certificate) error {
-			_, err := s.verifyPeer(raw, x509.ExtKeyUsageClientAuth, allowedRoles)
+			_, _, err := s.VerifyPeer(raw, x509.ExtKeyUsageClientAuth, allowedRoles)
 			return err
 		}
 		return c, nil
@@ -233,7 +217,7 @@ func (s *Source) ClientConfig(serverRoles ...Role) *tls.Config {
 		// not skipped.
 		InsecureSkipVerify: true,
 		VerifyPeerCertificate: func(raw [][]byte, _ [][]*x509.Certificate) error {
-			_, err := s.verifyPeer(raw, x509.ExtKeyUsageServerAuth, serverRoles)
+			_, _, err := s.VerifyPeer(raw, x509.ExtKeyUsageServerAuth, serverRoles)
 			return err
 		},
 		NextProtos: []string{"h2"},
