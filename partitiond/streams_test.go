@@ -47,6 +47,16 @@ func appendEvent(t testing.TB, sc streamv1.StreamServiceClient, topic, key strin
 		Version: ver, Record: eventRecord(t, topic, key, ver, payload)})
 }
 
+// appendEvents appends versions 1..n of key, each with payload.
+func appendEvents(t testing.TB, sc streamv1.StreamServiceClient, topic, key string, n uint64, payload string) {
+	t.Helper()
+	for v := uint64(1); v <= n; v++ {
+		if _, err := appendEvent(t, sc, topic, key, v, payload); err != nil {
+			t.Fatalf("append %s/%s version %d: %v", topic, key, v, err)
+		}
+	}
+}
+
 func TestStreamAppendReadSnapshotAndRestart(t *testing.T) {
 	c := startCluster(t, nil, nil, "")
 	plain := metadfake.NewTopic("plain", 1, 1, "p1", "p1")
@@ -210,25 +220,9 @@ func TestStreamHeadsSurviveRetentionAndRestart(t *testing.T) {
 	c.waitServing(t, "brief", 0)
 	sc := c.streams(t)
 	big := string(make([]byte, 1500))
-	for v := uint64(1); v <= 3; v++ {
-		if _, err := appendEvent(t, sc, "brief", "gone", v, big); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for v := uint64(1); v <= 8; v++ {
-		if _, err := appendEvent(t, sc, "brief", "filler", v, big); err != nil {
-			t.Fatal(err)
-		}
-	}
-	st, err := c.role.storage()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, rep := range st.Maintain(ctx(t)) {
-		if rep.Err != nil || rep.DeletedSegments == 0 {
-			t.Fatalf("maintenance %+v", rep)
-		}
-	}
+	appendEvents(t, sc, "brief", "gone", 3, big)
+	appendEvents(t, sc, "brief", "filler", 8, big)
+	c.retain(t)
 	version := func() uint64 {
 		t.Helper()
 		ver, err := sc.StreamVersion(ctx(t), &streamv1.StreamVersionRequest{Stream: &streamv1.StreamRef{Topic: "brief", Key: "gone"}})
@@ -249,7 +243,7 @@ func TestStreamHeadsSurviveRetentionAndRestart(t *testing.T) {
 	if v := version(); v != 3 {
 		t.Fatalf("version after retention and a restart = %d, want 3", v)
 	}
-	_, err = appendEvent(t, sc, "brief", "gone", 1, "again")
+	_, err := appendEvent(t, sc, "brief", "gone", 1, "again")
 	if e := wantCode(t, err, errcode.VersionConflict); e.Field("current") != "3" {
 		t.Fatalf("conflict %v", e)
 	}
@@ -363,25 +357,9 @@ func TestFollowerTakesRemovedStreamHeads(t *testing.T) {
 	c1.waitServing(t, "heads", 0)
 	sc := c1.streams(t)
 	big := string(make([]byte, 1500))
-	for v := uint64(1); v <= 3; v++ {
-		if _, err := appendEvent(t, sc, "heads", "gone", v, big); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for v := uint64(1); v <= 8; v++ {
-		if _, err := appendEvent(t, sc, "heads", "filler", v, big); err != nil {
-			t.Fatal(err)
-		}
-	}
-	st, err := c1.role.storage()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, rep := range st.Maintain(ctx(t)) {
-		if rep.Err != nil || rep.DeletedSegments == 0 {
-			t.Fatalf("maintenance %+v", rep)
-		}
-	}
+	appendEvents(t, sc, "heads", "gone", 3, big)
+	appendEvents(t, sc, "heads", "filler", 8, big)
+	c1.retain(t)
 
 	c2 := startNode(t, nil, "p2", c1.ca, c1.metad, "", small)
 	defer c2.stop()
@@ -420,7 +398,7 @@ func TestFollowerTakesRemovedStreamHeads(t *testing.T) {
 		v, err := sc2.StreamVersion(ctx(t), &streamv1.StreamVersionRequest{Stream: &streamv1.StreamRef{Topic: "heads", Key: "gone"}})
 		return err == nil && v.GetVersion() == 3
 	})
-	_, err = appendEvent(t, sc2, "heads", "gone", 1, "again")
+	_, err := appendEvent(t, sc2, "heads", "gone", 1, "again")
 	if e := wantCode(t, err, errcode.VersionConflict); e.Field("current") != "3" {
 		t.Fatalf("conflict %v", e)
 	}
