@@ -3,7 +3,7 @@ package coordinatord
 import (
 	"time"
 
-	"github.com/strataio/strata/libs/errcode"
+	"github.com/strataio/strata/libs/config"
 	"github.com/strataio/strata/libs/groups"
 )
 
@@ -14,17 +14,17 @@ type Config struct {
 	MetadAddrs []string `yaml:"metad_addrs" help:"metad internal gRPC addresses (default: the process metad_addrs)"`
 	// OffsetsPartitions is the partition count __consumer_offsets is created
 	// with. Once the topic exists its actual count decides group placement.
-	OffsetsPartitions int32 `yaml:"offsets_partitions" help:"partitions of __consumer_offsets when this node creates it"`
+	OffsetsPartitions int32 `yaml:"offsets_partitions" min:"1" help:"partitions of __consumer_offsets when this node creates it"`
 	// OffsetsReplicationFactor is the replication factor __consumer_offsets
 	// is created with.
-	OffsetsReplicationFactor int32 `yaml:"offsets_replication_factor" help:"replication factor of __consumer_offsets when this node creates it"`
+	OffsetsReplicationFactor int32 `yaml:"offsets_replication_factor" min:"1" help:"replication factor of __consumer_offsets when this node creates it"`
 	// SessionTimeout expires members without a heartbeat for this long.
-	SessionTimeout time.Duration `yaml:"session_timeout" help:"consumer group session timeout (members silent this long are removed)"`
+	SessionTimeout time.Duration `yaml:"session_timeout" min:"1ns" help:"consumer group session timeout (members silent this long are removed)"`
 	// ExpiryCheckInterval is how often sessions are checked and selectors
 	// re-expanded against the current topics.
-	ExpiryCheckInterval time.Duration `yaml:"expiry_check_interval" help:"period of session expiry and selector re-expansion (rebalance) checks"`
+	ExpiryCheckInterval time.Duration `yaml:"expiry_check_interval" min:"1ns" help:"period of session expiry and selector re-expansion (rebalance) checks"`
 	// AppendTimeout bounds one durable write of a group command.
-	AppendTimeout time.Duration `yaml:"append_timeout" help:"bound of one durable __consumer_offsets write"`
+	AppendTimeout time.Duration `yaml:"append_timeout" min:"1ns" help:"bound of one durable __consumer_offsets write"`
 	// LagRefreshInterval is how often partition high watermarks are read for
 	// the lag and offset_out_of_range metrics.
 	LagRefreshInterval time.Duration `yaml:"lag_refresh_interval" help:"period of the high-watermark refresh behind the lag metrics (0 disables)"`
@@ -33,10 +33,10 @@ type Config struct {
 	TransactionCoordinatorShards uint32 `yaml:"transaction_coordinator_shards" help:"transaction_coordinator_shards announced to metad"`
 	// TransactionTimeout aborts an open transaction this long after
 	// BEGIN_TXN (spec transaction_timeout_ms).
-	TransactionTimeout time.Duration `yaml:"transaction_timeout" help:"open transactions are aborted this long after BEGIN_TXN (transaction_timeout_ms)"`
+	TransactionTimeout time.Duration `yaml:"transaction_timeout" min:"1ns" help:"open transactions are aborted this long after BEGIN_TXN (transaction_timeout_ms)"`
 	// TransactionalIDExpiration drops an idle completed transactional_id's
 	// state down to an epoch tombstone (transactional_id_expiration_ms).
-	TransactionalIDExpiration time.Duration `yaml:"transactional_id_expiration" help:"idle completed transactional ids keep only an epoch tombstone after this long"`
+	TransactionalIDExpiration time.Duration `yaml:"transactional_id_expiration" min:"1ns" help:"idle completed transactional ids keep only an epoch tombstone after this long"`
 }
 
 // DefaultConfig returns coordinatord's defaults.
@@ -54,22 +54,5 @@ func DefaultConfig() Config {
 	}
 }
 
-func (c Config) validate() error {
-	switch {
-	case c.OffsetsPartitions <= 0:
-		return errcode.InvalidParameter.New("offsets_partitions must be positive", "param", "offsets_partitions")
-	case c.OffsetsReplicationFactor <= 0:
-		return errcode.InvalidParameter.New("offsets_replication_factor must be positive", "param", "offsets_replication_factor")
-	case c.SessionTimeout <= 0:
-		return errcode.InvalidParameter.New("session_timeout must be positive", "param", "session_timeout")
-	case c.ExpiryCheckInterval <= 0:
-		return errcode.InvalidParameter.New("expiry_check_interval must be positive", "param", "expiry_check_interval")
-	case c.TransactionTimeout <= 0:
-		return errcode.InvalidParameter.New("transaction_timeout must be positive", "param", "transaction_timeout")
-	case c.TransactionalIDExpiration <= 0:
-		return errcode.InvalidParameter.New("transactional_id_expiration must be positive", "param", "transactional_id_expiration")
-	case c.AppendTimeout <= 0:
-		return errcode.InvalidParameter.New("append_timeout must be positive", "param", "append_timeout")
-	}
-	return nil
-}
+// validate checks the settings' min tags.
+func (c Config) validate() error { return config.Check("coordinatord", &c) }

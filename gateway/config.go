@@ -7,6 +7,7 @@ import (
 	"github.com/strataio/strata/gateway/internal/auth"
 	"github.com/strataio/strata/libs/certprincipal"
 	"github.com/strataio/strata/libs/clienttls"
+	"github.com/strataio/strata/libs/config"
 	"github.com/strataio/strata/libs/wire"
 )
 
@@ -20,29 +21,29 @@ type Config struct {
 	// FIND_COORDINATOR, NOT_LEADER). Default: the bound address, with the
 	// internal RPC host when the listener binds every address.
 	ClientAdvertise string `yaml:"client_advertise" help:"client address advertised to clients (default: derived from the bound address)"`
-	MaxConnections  int    `yaml:"max_connections" help:"concurrent client connections; the next one is refused"`
+	MaxConnections  int    `yaml:"max_connections" min:"1" help:"concurrent client connections; the next one is refused"`
 	// IdleTimeout is the read timeout of an idle connection (spec 8): the
 	// server reads again when it expires and does not disconnect.
-	IdleTimeout time.Duration `yaml:"idle_timeout" help:"idle read timeout (the connection stays open)"`
+	IdleTimeout time.Duration `yaml:"idle_timeout" min:"1ns" help:"idle read timeout (the connection stays open)"`
 	// HandshakeTimeout bounds the wait for the negotiation frame.
-	HandshakeTimeout time.Duration `yaml:"handshake_timeout" help:"time a new connection has to send its negotiation frame"`
+	HandshakeTimeout time.Duration `yaml:"handshake_timeout" min:"1ns" help:"time a new connection has to send its negotiation frame"`
 	// FrameTimeout bounds the time from a frame's first byte to its last;
 	// a client that stalls mid-frame is disconnected.
-	FrameTimeout time.Duration `yaml:"frame_timeout" help:"time to receive a whole frame once it started"`
-	WriteTimeout time.Duration `yaml:"write_timeout" help:"time to write one response frame"`
+	FrameTimeout time.Duration `yaml:"frame_timeout" min:"1ns" help:"time to receive a whole frame once it started"`
+	WriteTimeout time.Duration `yaml:"write_timeout" min:"1ns" help:"time to write one response frame"`
 	// MaxFrameBytes bounds encoded and decoded payload lengths, checked on
 	// the header before any allocation (spec 8: 267,108,864).
-	MaxFrameBytes uint32 `yaml:"max_frame_bytes" help:"largest accepted frame payload (encoded and decoded)"`
+	MaxFrameBytes uint32 `yaml:"max_frame_bytes" min:"1024" help:"largest accepted frame payload (encoded and decoded)"`
 	// RequestTimeout bounds one command's internal calls.
-	RequestTimeout time.Duration `yaml:"request_timeout" help:"deadline of one client command inside the cluster"`
+	RequestTimeout time.Duration `yaml:"request_timeout" min:"1ns" help:"deadline of one client command inside the cluster"`
 	// MetadAddrs are metad RPC addresses (the process-level metad_addrs
 	// when empty).
 	MetadAddrs []string `yaml:"metad_addrs" help:"metad internal gRPC addresses (default: the process metad_addrs)"`
 	// StreamInterval is the STREAM push period (spec 8: about 100 ms).
-	StreamInterval time.Duration `yaml:"stream_interval" help:"STREAM push interval"`
+	StreamInterval time.Duration `yaml:"stream_interval" min:"1ns" help:"STREAM push interval"`
 	// StreamKeepalive is how long a STREAM may stay silent before an empty
 	// keepalive frame is sent.
-	StreamKeepalive time.Duration `yaml:"stream_keepalive" help:"STREAM keepalive interval"`
+	StreamKeepalive time.Duration `yaml:"stream_keepalive" min:"1ns" help:"STREAM keepalive interval"`
 	// RouteRetries bounds how often a command follows NOT_LEADER /
 	// NOT_COORDINATOR answers (refreshing metadata in between), and
 	// RouteRetryWait how long it keeps doing so: a partition without a
@@ -116,17 +117,12 @@ func (c *Config) authConfig() auth.Config {
 }
 
 func (c *Config) validate() error {
+	if err := config.Check("gateway", c); err != nil {
+		return err
+	}
 	switch {
 	case c.ClientListen == "":
 		return fmt.Errorf("gateway: client_listen is empty")
-	case c.MaxConnections <= 0:
-		return fmt.Errorf("gateway: max_connections must be positive")
-	case c.IdleTimeout <= 0 || c.HandshakeTimeout <= 0 || c.FrameTimeout <= 0 || c.WriteTimeout <= 0 || c.RequestTimeout <= 0:
-		return fmt.Errorf("gateway: timeouts must be positive")
-	case c.MaxFrameBytes < 1024:
-		return fmt.Errorf("gateway: max_frame_bytes must be at least 1024")
-	case c.StreamInterval <= 0 || c.StreamKeepalive <= 0:
-		return fmt.Errorf("gateway: stream intervals must be positive")
 	case len(c.MetadAddrs) == 0:
 		return fmt.Errorf("gateway: metad_addrs is empty")
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/strataio/strata/libs/config"
 	"github.com/strataio/strata/libs/errcode"
 	"github.com/strataio/strata/libs/pki"
 	"github.com/strataio/strata/metad/internal/fsm"
@@ -31,15 +32,15 @@ type Config struct {
 
 	// NodeLeaseTimeout is how long a registered node stays live without a
 	// heartbeat; nodes heartbeat at a third of it.
-	NodeLeaseTimeout time.Duration `yaml:"node_lease_timeout" help:"liveness lease of registered nodes (heartbeats every third)"`
+	NodeLeaseTimeout time.Duration `yaml:"node_lease_timeout" min:"100ms" help:"liveness lease of registered nodes (heartbeats every third)"`
 	// TransactionCoordinatorShards is fixed at cluster creation (spec 4.7).
-	TransactionCoordinatorShards uint32 `yaml:"transaction_coordinator_shards" help:"transaction coordinator shards, immutable after cluster creation"`
+	TransactionCoordinatorShards uint32 `yaml:"transaction_coordinator_shards" min:"1" help:"transaction coordinator shards, immutable after cluster creation"`
 	// Topic defaults resolved by the proposer (spec 8: 3 / delete).
-	DefaultReplicationFactor int32  `yaml:"default_replication_factor" help:"replication factor of topics created without one"`
+	DefaultReplicationFactor int32  `yaml:"default_replication_factor" min:"1" help:"replication factor of topics created without one"`
 	DefaultCleanupPolicy     string `yaml:"default_cleanup_policy" help:"cleanup policy of topics created without one"`
 	// MinInsyncReplicas is the broker-level min_insync_replicas reported
 	// as the effective value of topics without an override.
-	MinInsyncReplicas int32 `yaml:"min_insync_replicas" help:"broker default min_insync_replicas"`
+	MinInsyncReplicas int32 `yaml:"min_insync_replicas" min:"1" help:"broker default min_insync_replicas"`
 
 	// Raft timing (hashicorp/raft semantics).
 	RaftHeartbeatTimeout   time.Duration `yaml:"raft_heartbeat_timeout" help:"raft follower heartbeat timeout"`
@@ -116,16 +117,10 @@ func parseVoters(list []string) ([]voter, error) {
 }
 
 func (c Config) validate() error {
-	switch {
-	case c.NodeLeaseTimeout < 100*time.Millisecond:
-		return errcode.InvalidParameter.New("node_lease_timeout must be at least 100ms", "param", "node_lease_timeout")
-	case c.TransactionCoordinatorShards == 0:
-		return errcode.InvalidParameter.New("transaction_coordinator_shards must be at least 1", "param", "transaction_coordinator_shards")
-	case c.DefaultReplicationFactor < 1:
-		return errcode.InvalidParameter.New("default_replication_factor must be at least 1", "param", "default_replication_factor")
-	case c.MinInsyncReplicas < 1:
-		return errcode.InvalidParameter.New("min_insync_replicas must be at least 1", "param", "min_insync_replicas")
-	case c.RaftListen == "":
+	if err := config.Check("metad", &c); err != nil {
+		return err
+	}
+	if c.RaftListen == "" {
 		return errcode.MissingParameter.New("raft_listen is required", "param", "raft_listen")
 	}
 	return nil

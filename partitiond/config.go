@@ -3,6 +3,7 @@ package partitiond
 import (
 	"time"
 
+	"github.com/strataio/strata/libs/config"
 	"github.com/strataio/strata/libs/errcode"
 	"github.com/strataio/strata/partitiond/internal/partition"
 )
@@ -15,11 +16,11 @@ type Config struct {
 	// them from the process's metad_addrs when empty.
 	MetadAddrs []string `yaml:"metad_addrs" help:"metad internal gRPC addresses (default: the process metad_addrs)"`
 
-	SegmentBytes int64         `yaml:"segment_bytes" help:"segment roll size in bytes"`
-	SegmentAge   time.Duration `yaml:"segment_roll" help:"roll the active segment after this age so time retention applies"`
+	SegmentBytes int64         `yaml:"segment_bytes" min:"4096" help:"segment roll size in bytes"`
+	SegmentAge   time.Duration `yaml:"segment_roll" min:"1ns" help:"roll the active segment after this age so time retention applies"`
 	// RetentionCheckInterval is the period of the maintenance pass
 	// (retention, compaction, producer-state expiry, checkpoints).
-	RetentionCheckInterval time.Duration `yaml:"retention_check_interval" help:"period of the retention/compaction maintenance pass"`
+	RetentionCheckInterval time.Duration `yaml:"retention_check_interval" min:"1ns" help:"period of the retention/compaction maintenance pass"`
 
 	// Broker-level topic defaults (a topic's 0 means these).
 	DefaultCleanupPolicy  string        `yaml:"default_cleanup_policy" help:"cleanup policy of topics that name none: delete, compact or delete,compact"`
@@ -30,35 +31,35 @@ type Config struct {
 	// MinInSyncReplicas is the broker min_insync_replicas for topics without
 	// an override; acks all/-1 are refused when the effective value exceeds
 	// the current ISR, and the HWM stands still meanwhile.
-	MinInSyncReplicas int `yaml:"min_insync_replicas" help:"broker default min_insync_replicas"`
+	MinInSyncReplicas int `yaml:"min_insync_replicas" min:"1" help:"broker default min_insync_replicas"`
 
-	MaxBatchBytes int `yaml:"max_batch_bytes" help:"largest record set one append may carry"`
+	MaxBatchBytes int `yaml:"max_batch_bytes" min:"1" help:"largest record set one append may carry"`
 	// Fetch limits: defaults when a request leaves a bound 0, and caps.
-	FetchMaxBytes        int           `yaml:"fetch_max_bytes" help:"fetch byte bound when a request gives none"`
+	FetchMaxBytes        int           `yaml:"fetch_max_bytes" min:"1" help:"fetch byte bound when a request gives none"`
 	FetchMaxBytesLimit   int           `yaml:"fetch_max_bytes_limit" help:"largest fetch byte bound a request may ask for"`
-	FetchMaxRecords      int           `yaml:"fetch_max_records" help:"fetch record bound when a request gives none"`
+	FetchMaxRecords      int           `yaml:"fetch_max_records" min:"1" help:"fetch record bound when a request gives none"`
 	FetchMaxRecordsLimit int           `yaml:"fetch_max_records_limit" help:"largest fetch record bound a request may ask for"`
-	FetchMaxWait         time.Duration `yaml:"fetch_max_wait" help:"longest long-poll wait a fetch may ask for"`
+	FetchMaxWait         time.Duration `yaml:"fetch_max_wait" min:"0" help:"longest long-poll wait a fetch may ask for"`
 
 	// MaxInFlightPerStream bounds the Produce requests of one stream whose
 	// acknowledgement is outstanding; the stream stops reading beyond it
 	// (gRPC flow control then pushes back on the gateway).
-	MaxInFlightPerStream int `yaml:"max_in_flight_per_stream" help:"outstanding Produce requests per stream"`
+	MaxInFlightPerStream int `yaml:"max_in_flight_per_stream" min:"1" help:"outstanding Produce requests per stream"`
 
-	HwmCheckpointInterval time.Duration `yaml:"hwm_checkpoint_interval" help:"period of committed-HWM checkpoints to metad"`
+	HwmCheckpointInterval time.Duration `yaml:"hwm_checkpoint_interval" min:"1ns" help:"period of committed-HWM checkpoints to metad"`
 	// ReplicaLagTimeMax: a follower that has not been caught up with its
 	// leader for this long leaves the ISR (Kafka's replica.lag.time.max.ms).
-	ReplicaLagTimeMax time.Duration `yaml:"replica_lag_time_max" help:"a follower not caught up for this long leaves the ISR"`
+	ReplicaLagTimeMax time.Duration `yaml:"replica_lag_time_max" min:"1ns" help:"a follower not caught up for this long leaves the ISR"`
 	// ReplicaFetchMaxWait bounds a follower's long poll on its leader.
-	ReplicaFetchMaxWait time.Duration `yaml:"replica_fetch_max_wait" help:"longest wait of a follower's fetch when the leader has nothing new"`
+	ReplicaFetchMaxWait time.Duration `yaml:"replica_fetch_max_wait" min:"1ns" help:"longest wait of a follower's fetch when the leader has nothing new"`
 	// ReconcileRetry is the delay before a failed assignment step (create,
 	// truncate, delete, cleanup report) is tried again.
-	ReconcileRetry time.Duration `yaml:"reconcile_retry" help:"retry delay of failed assignment reconciliation steps"`
+	ReconcileRetry time.Duration `yaml:"reconcile_retry" min:"1ns" help:"retry delay of failed assignment reconciliation steps"`
 	// ViewCatchUp bounds how long a request for a topic this node's metad
 	// view does not list (yet) waits for the view before answering
 	// topic_not_found: callers route by their own view, which may be a few
 	// milliseconds ahead (a topic created a moment ago). 0 answers at once.
-	ViewCatchUp time.Duration `yaml:"view_catch_up" help:"longest wait for the metadata view to list a requested topic before topic_not_found"`
+	ViewCatchUp time.Duration `yaml:"view_catch_up" min:"0" help:"longest wait for the metadata view to list a requested topic before topic_not_found"`
 
 	SyncParallel    int  `yaml:"sync_parallel" help:"concurrent fdatasyncs of one group commit"`
 	ReaderCacheSize int  `yaml:"reader_cache_size" help:"open segment readers kept by the node"`
@@ -100,37 +101,16 @@ func DefaultConfig() Config {
 
 func (c *Config) validate() error {
 	bad := func(param, why string) error {
-		return errcode.InvalidParameter.New("partitiond config: "+param+" "+why, "param", param)
+		return errcode.InvalidParameter.New("partitiond."+param+" "+why, "param", "partitiond."+param)
+	}
+	if err := config.Check("partitiond", c); err != nil {
+		return err
 	}
 	switch {
-	case c.SegmentBytes < 4096:
-		return bad("segment_bytes", "must be at least 4096")
-	case c.SegmentAge <= 0:
-		return bad("segment_roll", "must be positive")
-	case c.RetentionCheckInterval <= 0:
-		return bad("retention_check_interval", "must be positive")
-	case c.MinInSyncReplicas < 1:
-		return bad("min_insync_replicas", "must be at least 1")
-	case c.MaxBatchBytes <= 0:
-		return bad("max_batch_bytes", "must be positive")
-	case c.FetchMaxBytes <= 0 || c.FetchMaxBytesLimit < c.FetchMaxBytes:
-		return bad("fetch_max_bytes", "must be positive and at most fetch_max_bytes_limit")
-	case c.FetchMaxRecords <= 0 || c.FetchMaxRecordsLimit < c.FetchMaxRecords:
-		return bad("fetch_max_records", "must be positive and at most fetch_max_records_limit")
-	case c.FetchMaxWait < 0:
-		return bad("fetch_max_wait", "must not be negative")
-	case c.MaxInFlightPerStream <= 0:
-		return bad("max_in_flight_per_stream", "must be positive")
-	case c.HwmCheckpointInterval <= 0:
-		return bad("hwm_checkpoint_interval", "must be positive")
-	case c.ReplicaLagTimeMax <= 0:
-		return bad("replica_lag_time_max", "must be positive")
-	case c.ReplicaFetchMaxWait <= 0:
-		return bad("replica_fetch_max_wait", "must be positive")
-	case c.ReconcileRetry <= 0:
-		return bad("reconcile_retry", "must be positive")
-	case c.ViewCatchUp < 0:
-		return bad("view_catch_up", "must not be negative")
+	case c.FetchMaxBytesLimit < c.FetchMaxBytes:
+		return bad("fetch_max_bytes", "must be at most fetch_max_bytes_limit")
+	case c.FetchMaxRecordsLimit < c.FetchMaxRecords:
+		return bad("fetch_max_records", "must be at most fetch_max_records_limit")
 	}
 	switch c.DefaultCleanupPolicy {
 	case partition.PolicyDelete, partition.PolicyCompact, partition.PolicyDeleteCompact:

@@ -113,6 +113,21 @@ func (c *cluster) dial(t testing.TB, role pki.Role, id string) *grpc.ClientConn 
 	return conn
 }
 
+// retain runs one maintenance pass on c's node; every partition's must
+// delete a segment (the tests' topics keep retention_bytes 1).
+func (c *cluster) retain(t testing.TB) {
+	t.Helper()
+	st, err := c.role.storage()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, rep := range st.Maintain(ctx(t)) {
+		if rep.Err != nil || rep.DeletedSegments == 0 {
+			t.Fatalf("maintenance %+v", rep)
+		}
+	}
+}
+
 // waitServing waits until partition id of topic answers ListOffsets.
 func (c *cluster) waitServing(t testing.TB, topic string, id int32) {
 	t.Helper()

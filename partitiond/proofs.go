@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"iter"
 
 	"github.com/strataio/strata/libs/errcode"
 	"github.com/strataio/strata/libs/wire"
@@ -230,17 +231,11 @@ func eachEvent(p *partition.Partition, key string, pos streams.Position, pr *str
 			pr.MissingFrom = want
 			return false, nil
 		}
-		for set := recs; len(set) > 0; {
-			rec, rest, ok, _ := record.Next(set)
-			if !ok {
-				break
-			}
-			set = rest
-			v, err := wire.ParseRecord(rec)
+		for v, err := range parsedRecords(recs) {
 			if err != nil {
 				return false, err
 			}
-			if !fn(want, &v) {
+			if !fn(want, v) {
 				return false, nil
 			}
 			want++
@@ -273,23 +268,17 @@ func verifyRange(p *partition.Partition, key string, pos streams.Position, pr *s
 			pr.MissingFrom = want
 			return nil, want, nil
 		}
-		for set := recs; len(set) > 0; {
-			rec, rest, ok, _ := record.Next(set)
-			if !ok {
-				break
-			}
-			set = rest
-			v, err := wire.ParseRecord(rec)
+		for v, err := range parsedRecords(recs) {
 			if err != nil {
 				return nil, want, err
 			}
-			if !checkIdentity(pr, &v, want, ids) {
+			if !checkIdentity(pr, v, want, ids) {
 				return nil, want, nil
 			}
 			if want == from {
-				pr.FirstEventId = eventID(&v)
+				pr.FirstEventId = eventID(v)
 			}
-			pr.LastEventId = eventID(&v)
+			pr.LastEventId = eventID(v)
 			want++
 		}
 		if keep {
@@ -334,4 +323,23 @@ func checkIdentity(pr *streamv1.AggregateProof, v *wire.RecordView, seq uint64, 
 func eventID(v *wire.RecordView) string {
 	id, _ := v.EventID()
 	return string(id)
+}
+
+// parsedRecords yields the records of a record set read from this node's
+// log, parsed; it stops at the set's end or where it does not split, and a
+// record that does not parse comes with its error.
+func parsedRecords(set []byte) iter.Seq2[*wire.RecordView, error] {
+	return func(yield func(*wire.RecordView, error) bool) {
+		for len(set) > 0 {
+			rec, rest, ok, _ := record.Next(set)
+			if !ok {
+				return
+			}
+			set = rest
+			v, err := wire.ParseRecord(rec)
+			if !yield(&v, err) {
+				return
+			}
+		}
+	}
 }

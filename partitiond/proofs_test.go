@@ -207,15 +207,7 @@ func TestAggregateProofRetentionGap(t *testing.T) {
 	if pr := prove(t, sc, proofReq("short", "m1", 1, 0, 0)).GetProof(); pr.GetFailure() != "" {
 		t.Fatalf("proof before retention %v", pr)
 	}
-	st, err := c.role.storage()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, rep := range st.Maintain(ctx(t)) {
-		if rep.Err != nil || rep.DeletedSegments == 0 {
-			t.Fatalf("maintenance %+v", rep)
-		}
-	}
+	c.retain(t)
 
 	pr := prove(t, sc, proofReq("short", "m1", 1, 0, 0)).GetProof()
 	first := pr.GetFirstRetainedSequence()

@@ -126,15 +126,21 @@ func (r *Role) local(ctx context.Context, topic string, id int32) (*route, error
 	if who, _ := rpc.PeerIdentity(ctx); who.Role != pki.RoleAdmin {
 		return nil, errcode.PeerRoleForbidden.New("replica reads are for admin callers", "role", string(who.Role))
 	}
-	st, err := r.storage()
-	if err != nil {
-		return nil, err
-	}
-	p, err := st.Partition(topic, id)
+	p, err := r.localPartition(topic, id)
 	if err != nil {
 		return nil, err
 	}
 	return &route{part: p}, nil
+}
+
+// localPartition returns this node's copy of a partition, whatever its
+// role in it.
+func (r *Role) localPartition(topic string, id int32) (*partition.Partition, error) {
+	st, err := r.storage()
+	if err != nil {
+		return nil, err
+	}
+	return st.Partition(topic, id)
 }
 
 // notLeader builds the routing answer for a partition another node leads.

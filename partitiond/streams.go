@@ -629,11 +629,7 @@ func (s *streamService) ReadSnapshot(ctx context.Context, req *streamv1.ReadSnap
 // localReplica returns this node's copy of a partition for the replication
 // calls, checking the lifecycle epoch.
 func (r *Role) localReplica(topic string, id int32, lifecycleEpoch uint64) (*streamPart, error) {
-	st, err := r.storage()
-	if err != nil {
-		return nil, err
-	}
-	p, err := st.Partition(topic, id)
+	p, err := r.localPartition(topic, id)
 	if err != nil {
 		return nil, err
 	}

@@ -3,10 +3,7 @@ package partitiond
 import (
 	"fmt"
 	"io/fs"
-	"os"
 	"path/filepath"
-	"strconv"
-	"sync"
 	"testing"
 	"time"
 
@@ -14,6 +11,7 @@ import (
 	"github.com/strataio/strata/libs/fake/metadfake"
 	"github.com/strataio/strata/libs/looptest"
 	"github.com/strataio/strata/libs/pki"
+	"github.com/strataio/strata/libs/streamtest"
 	"github.com/strataio/strata/libs/wire"
 	metav1 "github.com/strataio/strata/proto/strata/meta/v1"
 	streamv1 "github.com/strataio/strata/proto/strata/stream/v1"
@@ -47,6 +45,16 @@ func appendEvent(t testing.TB, sc streamv1.StreamServiceClient, topic, key strin
 	t.Helper()
 	return sc.AppendStream(ctx(t), &streamv1.AppendStreamRequest{Stream: &streamv1.StreamRef{Topic: topic, Key: key},
 		Version: ver, Record: eventRecord(t, topic, key, ver, payload)})
+}
+
+// appendEvents appends versions 1..n of key, each with payload.
+func appendEvents(t testing.TB, sc streamv1.StreamServiceClient, topic, key string, n uint64, payload string) {
+	t.Helper()
+	for v := uint64(1); v <= n; v++ {
+		if _, err := appendEvent(t, sc, topic, key, v, payload); err != nil {
+			t.Fatalf("append %s/%s version %d: %v", topic, key, v, err)
+		}
+	}
 }
 
 func TestStreamAppendReadSnapshotAndRestart(t *testing.T) {
@@ -163,105 +171,41 @@ func TestStreamAppendReadSnapshotAndRestart(t *testing.T) {
 	c.stop()
 }
 
-// raceVersions is how many versions the racing-appender tests append:
-// STRATA_STREAM_RACE_VERSIONS (the spec's proof size is 10,000, `make
-// race-streams`), else ci.
-func raceVersions(t testing.TB, ci uint64) uint64 {
-	t.Helper()
-	v := os.Getenv("STRATA_STREAM_RACE_VERSIONS")
-	if v == "" {
-		return ci
-	}
-	n, err := strconv.ParseUint(v, 10, 64)
-	if err != nil || n == 0 {
-		t.Fatalf("STRATA_STREAM_RACE_VERSIONS=%q is not a positive integer", v)
-	}
-	return n
-}
-
 // TestStreamConcurrentAppenders: 8 appenders race for every version of one
-// aggregate; exactly one wins each, every loser sees version_conflict with
-// the version it asked for as expected and a current version at or above
-// it (someone holds it), and the versions read back dense, each with the
-// winner's payload.
+// aggregate on the leader's StreamService (streamtest.Race: one winner per
+// version, losers see version_conflict, the versions read back dense with
+// the winners' payloads).
 func TestStreamConcurrentAppenders(t *testing.T) {
 	c := startCluster(t, nil, nil, "")
 	defer c.stop()
 	c.metad.PutTopic(esTopic("race"))
 	c.waitServing(t, "race", 0)
 	sc := c.streams(t)
-	total := raceVersions(t, 1000)
-	const appenders = 8
-	var mu sync.Mutex
-	winners := map[uint64][]int{}
-	conflicts := 0
-	var wg sync.WaitGroup
-	start := time.Now()
+	total := streamtest.Versions(t, 1000)
+	appenders := make([]streamtest.Appender, 8)
 	for a := range appenders {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			next := uint64(1)
-			for next <= total {
-				resp, err := appendEvent(t, sc, "race", "k", next, fmt.Sprintf("a%d", a))
-				if err == nil {
-					if resp.GetVersion() != next {
-						t.Errorf("append %d answered version %d", next, resp.GetVersion())
-						return
-					}
-					mu.Lock()
-					winners[next] = append(winners[next], a)
-					mu.Unlock()
-					next++
-					continue
-				}
-				e, ok := errcode.As(err)
-				if !ok || e.Code != errcode.VersionConflict.Name() {
-					t.Errorf("append %d: %v", next, err)
-					return
-				}
-				cur, err := strconv.ParseUint(e.Field("current"), 10, 64)
-				if err != nil || cur < next || e.Field("expected") != strconv.FormatUint(next, 10) {
-					t.Errorf("append %d lost with current %q expected %q: another appender must hold %d", next, e.Field("current"), e.Field("expected"), next)
-					return
-				}
-				mu.Lock()
-				conflicts++
-				mu.Unlock()
-				next = cur + 1
-			}
-		}()
-	}
-	wg.Wait()
-	elapsed := time.Since(start)
-	if t.Failed() {
-		return
-	}
-	for v := uint64(1); v <= total; v++ {
-		if len(winners[v]) != 1 {
-			t.Fatalf("version %d won by %v", v, winners[v])
+		appenders[a] = func(v uint64, payload string) (uint64, error) {
+			resp, err := appendEvent(t, sc, "race", "k", v, payload)
+			return resp.GetVersion(), err
 		}
 	}
-	var got uint64
-	for from := uint64(1); from <= total; {
+	res, err := streamtest.Race(total, appenders, func(from uint64) ([]streamtest.Event, error) {
 		resp, err := sc.ReadStream(ctx(t), &streamv1.ReadStreamRequest{Stream: &streamv1.StreamRef{Topic: "race", Key: "k"}, FromVersion: from})
-		if err != nil || resp.GetCount() == 0 {
-			t.Fatalf("read back from %d: %v records, err %v", from, resp.GetCount(), err)
+		if err != nil {
+			return nil, err
 		}
-		for _, v := range recordtest.Records(t, resp.GetRecords()) {
-			ver, _ := v.AggregateVersion()
-			if ver != from || string(v.Payload()) != fmt.Sprintf("a%d", winners[ver][0]) {
-				t.Fatalf("read back version %d (want %d) payload %q, won by a%d", ver, from, v.Payload(), winners[ver][0])
-			}
-			from++
-			got++
+		var evs []streamtest.Event
+		for _, r := range recordtest.Records(t, resp.GetRecords()) {
+			ver, _ := r.AggregateVersion()
+			evs = append(evs, streamtest.Event{Version: ver, Payload: string(r.Payload())})
 		}
+		return evs, nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
-	if got != total {
-		t.Fatalf("read back %d events, want %d", got, total)
-	}
-	t.Logf("%d appenders, %d versions: %d conflicts, %v (%.0f appends/s)", appenders, total, conflicts, elapsed.Round(time.Millisecond),
-		float64(total)/elapsed.Seconds())
+	t.Logf("%d appenders, %d versions: %d conflicts, %v (%.0f appends/s)", len(appenders), total, res.Conflicts,
+		res.Elapsed.Round(time.Millisecond), float64(total)/res.Elapsed.Seconds())
 }
 
 // TestStreamHeadsSurviveRetentionAndRestart: retention removes every event
@@ -276,25 +220,9 @@ func TestStreamHeadsSurviveRetentionAndRestart(t *testing.T) {
 	c.waitServing(t, "brief", 0)
 	sc := c.streams(t)
 	big := string(make([]byte, 1500))
-	for v := uint64(1); v <= 3; v++ {
-		if _, err := appendEvent(t, sc, "brief", "gone", v, big); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for v := uint64(1); v <= 8; v++ {
-		if _, err := appendEvent(t, sc, "brief", "filler", v, big); err != nil {
-			t.Fatal(err)
-		}
-	}
-	st, err := c.role.storage()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, rep := range st.Maintain(ctx(t)) {
-		if rep.Err != nil || rep.DeletedSegments == 0 {
-			t.Fatalf("maintenance %+v", rep)
-		}
-	}
+	appendEvents(t, sc, "brief", "gone", 3, big)
+	appendEvents(t, sc, "brief", "filler", 8, big)
+	c.retain(t)
 	version := func() uint64 {
 		t.Helper()
 		ver, err := sc.StreamVersion(ctx(t), &streamv1.StreamVersionRequest{Stream: &streamv1.StreamRef{Topic: "brief", Key: "gone"}})
@@ -315,7 +243,7 @@ func TestStreamHeadsSurviveRetentionAndRestart(t *testing.T) {
 	if v := version(); v != 3 {
 		t.Fatalf("version after retention and a restart = %d, want 3", v)
 	}
-	_, err = appendEvent(t, sc, "brief", "gone", 1, "again")
+	_, err := appendEvent(t, sc, "brief", "gone", 1, "again")
 	if e := wantCode(t, err, errcode.VersionConflict); e.Field("current") != "3" {
 		t.Fatalf("conflict %v", e)
 	}
@@ -429,25 +357,9 @@ func TestFollowerTakesRemovedStreamHeads(t *testing.T) {
 	c1.waitServing(t, "heads", 0)
 	sc := c1.streams(t)
 	big := string(make([]byte, 1500))
-	for v := uint64(1); v <= 3; v++ {
-		if _, err := appendEvent(t, sc, "heads", "gone", v, big); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for v := uint64(1); v <= 8; v++ {
-		if _, err := appendEvent(t, sc, "heads", "filler", v, big); err != nil {
-			t.Fatal(err)
-		}
-	}
-	st, err := c1.role.storage()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, rep := range st.Maintain(ctx(t)) {
-		if rep.Err != nil || rep.DeletedSegments == 0 {
-			t.Fatalf("maintenance %+v", rep)
-		}
-	}
+	appendEvents(t, sc, "heads", "gone", 3, big)
+	appendEvents(t, sc, "heads", "filler", 8, big)
+	c1.retain(t)
 
 	c2 := startNode(t, nil, "p2", c1.ca, c1.metad, "", small)
 	defer c2.stop()
@@ -486,7 +398,7 @@ func TestFollowerTakesRemovedStreamHeads(t *testing.T) {
 		v, err := sc2.StreamVersion(ctx(t), &streamv1.StreamVersionRequest{Stream: &streamv1.StreamRef{Topic: "heads", Key: "gone"}})
 		return err == nil && v.GetVersion() == 3
 	})
-	_, err = appendEvent(t, sc2, "heads", "gone", 1, "again")
+	_, err := appendEvent(t, sc2, "heads", "gone", 1, "again")
 	if e := wantCode(t, err, errcode.VersionConflict); e.Field("current") != "3" {
 		t.Fatalf("conflict %v", e)
 	}

@@ -70,11 +70,7 @@ func TestTxnAppendStream(t *testing.T) {
 		return out
 	}
 
-	for v := uint64(1); v <= 2; v++ {
-		if _, err := appendEvent(t, sc, "orders", "agg", v, "plain"); err != nil {
-			t.Fatal(err)
-		}
-	}
+	appendEvents(t, sc, "orders", "agg", 2, "plain")
 	// KIP-890: not added yet.
 	_, err := txnAppend("p1", 1, 1, "agg", 3)
 	wantCode(t, err, errcode.TransactionPartitionNotAdded)

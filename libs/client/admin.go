@@ -246,40 +246,30 @@ type PartitionOffsets struct {
 // every partition (Strata's LIST_OFFSETS timestamp= extension parameter,
 // served from partitiond's time index): PartitionOffsets.Time.
 func (c *Client) ListOffsetsAt(ctx context.Context, topic string, partition int32, at time.Time) ([]PartitionOffsets, error) {
-	p := ""
-	if partition >= 0 {
-		p = strconv.Itoa(int(partition))
-	}
-	r, err := c.ok(ctx, wire.CmdListOffsets, params("topic", topic, "partition", p, "timestamp", strconv.FormatInt(max(at.UnixMilli(), 0), 10)))
-	if err != nil {
-		return nil, err
-	}
-	return parsePartitionOffsets(r.Value("offsets"))
+	return c.listOffsets(ctx, topic, partition, "timestamp", strconv.FormatInt(max(at.UnixMilli(), 0), 10))
 }
 
 // ListOffsets returns the offset range of every partition of topic, or of
 // one partition when partition >= 0.
 func (c *Client) ListOffsets(ctx context.Context, topic string, partition int32) ([]PartitionOffsets, error) {
-	p := ""
-	if partition >= 0 {
-		p = strconv.Itoa(int(partition))
-	}
-	r, err := c.ok(ctx, wire.CmdListOffsets, params("topic", topic, "partition", p))
-	if err != nil {
-		return nil, err
-	}
-	return parsePartitionOffsets(r.Value("offsets"))
+	return c.listOffsets(ctx, topic, partition)
 }
 
 // ListOffsetsCommitted is ListOffsets with each partition's last stable
 // offset (LIST_OFFSETS isolation=read_committed, a Strata extension
 // parameter): what a read_committed consumer's lag is measured against.
 func (c *Client) ListOffsetsCommitted(ctx context.Context, topic string, partition int32) ([]PartitionOffsets, error) {
+	return c.listOffsets(ctx, topic, partition, "isolation", "read_committed")
+}
+
+// listOffsets runs LIST_OFFSETS for topic (one partition when partition >=
+// 0) with the extension parameters extra (key, value pairs).
+func (c *Client) listOffsets(ctx context.Context, topic string, partition int32, extra ...string) ([]PartitionOffsets, error) {
 	p := ""
 	if partition >= 0 {
 		p = strconv.Itoa(int(partition))
 	}
-	r, err := c.ok(ctx, wire.CmdListOffsets, params("topic", topic, "partition", p, "isolation", "read_committed"))
+	r, err := c.ok(ctx, wire.CmdListOffsets, params(append([]string{"topic", topic, "partition", p}, extra...)...))
 	if err != nil {
 		return nil, err
 	}

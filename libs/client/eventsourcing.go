@@ -144,19 +144,25 @@ func (c *Client) ReadSnapshot(ctx context.Context, topic, key string) (*Snapshot
 	if err != nil {
 		return nil, err
 	}
-	raw := r.Value("snapshot")
-	if raw == "null" {
+	if r.Value("snapshot") == "null" {
 		return nil, nil
 	}
-	// The JSON may hold spaces, which split the OK tokens: take the text.
-	if i := strings.Index(r.Text, " snapshot="); i >= 0 {
-		raw = r.Text[i+len(" snapshot="):]
-	}
 	var s Snapshot
-	if err := decodeJSON(wire.CmdReadSnapshot, "snapshot", raw, &s); err != nil {
+	if err := lastJSON(wire.CmdReadSnapshot, r, "snapshot", &s); err != nil {
 		return nil, err
 	}
 	return &s, nil
+}
+
+// lastJSON decodes into dst the JSON value of key, the last field of an OK
+// answer. The JSON may hold spaces, which split the OK tokens: the value is
+// the text after " key=".
+func lastJSON(cmd wire.Command, r Reply, key string, dst any) error {
+	raw := r.Value(key)
+	if i := strings.Index(r.Text, " "+key+"="); i >= 0 {
+		raw = r.Text[i+len(key)+2:]
+	}
+	return decodeJSON(cmd, key, raw, dst)
 }
 
 // StreamRead is the answer of ReadStream and ReadStreamHistory.
@@ -177,10 +183,20 @@ type StreamRead struct {
 	Events []wire.Record `json:"-"`
 }
 
-// twoFrames runs a two-frame command: the JSON envelope into env, then the
-// batch. An early failure (one JSON frame with status ERROR) is returned as
-// its typed error.
-func (c *Client) twoFrames(ctx context.Context, cmd wire.Command, req *wire.Request, env any) ([]wire.Record, error) {
+// twoFrames runs a two-frame command: the JSON envelope into a new E, then
+// the batch, whose records go where records says in it. An early failure
+// (one JSON frame with status ERROR) is returned as its typed error.
+func twoFrames[E any](ctx context.Context, c *Client, cmd wire.Command, req *wire.Request, records func(*E) *[]wire.Record) (*E, error) {
+	env := new(E)
+	recs, err := c.frames(ctx, cmd, req, env)
+	if err != nil {
+		return nil, err
+	}
+	*records(env) = recs
+	return env, nil
+}
+
+func (c *Client) frames(ctx context.Context, cmd wire.Command, req *wire.Request, env any) ([]wire.Record, error) {
 	fs, err := c.roundTrip(ctx, cmd, req, nil, 2)
 	if err != nil {
 		return nil, err
@@ -224,25 +240,18 @@ func (c *Client) twoFrames(ctx context.Context, cmd wire.Command, req *wire.Requ
 // snapshot when one at or after fromVersion exists, then the events after
 // it. limit > 0 makes it a paged read.
 func (c *Client) ReadStream(ctx context.Context, topic, key string, fromVersion uint64, limit int) (*StreamRead, error) {
-	req := params("topic", topic, "key", key)
-	if fromVersion != 0 {
-		req.Add("from_version", strconv.FormatUint(fromVersion, 10))
-	}
-	if limit > 0 {
-		req.Add("limit", strconv.Itoa(limit))
-	}
-	var r StreamRead
-	recs, err := c.twoFrames(ctx, wire.CmdReadStream, req, &r)
-	if err != nil {
-		return nil, err
-	}
-	r.Events = recs
-	return &r, nil
+	return c.readStream(ctx, wire.CmdReadStream, topic, key, fromVersion, limit)
 }
 
 // ReadStreamHistory is READ_STREAM_HISTORY: one page of raw events from
 // fromVersion (no snapshot), with completeness and where to continue.
 func (c *Client) ReadStreamHistory(ctx context.Context, topic, key string, fromVersion uint64, limit int) (*StreamRead, error) {
+	return c.readStream(ctx, wire.CmdReadStreamHistory, topic, key, fromVersion, limit)
+}
+
+// readStream runs READ_STREAM or READ_STREAM_HISTORY, which take the same
+// parameters and answer the same envelope.
+func (c *Client) readStream(ctx context.Context, cmd wire.Command, topic, key string, fromVersion uint64, limit int) (*StreamRead, error) {
 	req := params("topic", topic, "key", key)
 	if fromVersion != 0 {
 		req.Add("from_version", strconv.FormatUint(fromVersion, 10))
@@ -250,13 +259,7 @@ func (c *Client) ReadStreamHistory(ctx context.Context, topic, key string, fromV
 	if limit > 0 {
 		req.Add("limit", strconv.Itoa(limit))
 	}
-	var r StreamRead
-	recs, err := c.twoFrames(ctx, wire.CmdReadStreamHistory, req, &r)
-	if err != nil {
-		return nil, err
-	}
-	r.Events = recs
-	return &r, nil
+	return twoFrames(ctx, c, cmd, req, func(r *StreamRead) *[]wire.Record { return &r.Events })
 }
 
 // BrowseOptions bound one BROWSE_MESSAGES (0: the server's defaults, 100
@@ -293,13 +296,7 @@ func (c *Client) Browse(ctx context.Context, topic string, partition int32, o Br
 	if o.MaxBytes > 0 {
 		req.Add("max_bytes", strconv.Itoa(o.MaxBytes))
 	}
-	var r BrowseResult
-	recs, err := c.twoFrames(ctx, wire.CmdBrowseMessages, req, &r)
-	if err != nil {
-		return nil, err
-	}
-	r.Records = recs
-	return &r, nil
+	return twoFrames(ctx, c, wire.CmdBrowseMessages, req, func(r *BrowseResult) *[]wire.Record { return &r.Records })
 }
 
 // ReplayProof is the proof of AGGREGATE_REPLAY_PROOF and
@@ -345,12 +342,8 @@ func (c *Client) AggregateReplayProof(ctx context.Context, topic, matchID string
 	if err != nil {
 		return nil, err
 	}
-	raw := r.Value("proof")
-	if i := strings.Index(r.Text, " proof="); i >= 0 {
-		raw = r.Text[i+len(" proof="):]
-	}
 	var p ReplayProof
-	if err := decodeJSON(wire.CmdAggregateReplayProof, "proof", raw, &p); err != nil {
+	if err := lastJSON(wire.CmdAggregateReplayProof, r, "proof", &p); err != nil {
 		return nil, err
 	}
 	return &p, nil
@@ -380,11 +373,5 @@ func (c *Client) AggregateEventRangeRead(ctx context.Context, topic, matchID str
 	if maxRecords > 0 {
 		req.Add("max_records", strconv.Itoa(maxRecords))
 	}
-	var r RangeRead
-	recs, err := c.twoFrames(ctx, wire.CmdAggregateEventRangeRead, req, &r)
-	if err != nil {
-		return nil, err
-	}
-	r.Events = recs
-	return &r, nil
+	return twoFrames(ctx, c, wire.CmdAggregateEventRangeRead, req, func(r *RangeRead) *[]wire.Record { return &r.Events })
 }

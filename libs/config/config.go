@@ -25,6 +25,7 @@ type field struct {
 	env    []string // environment names, generated first then aliases
 	help   string
 	secret bool
+	min    string // the `min` tag: the least valid value (Check)
 	v      reflect.Value
 }
 
@@ -74,7 +75,7 @@ func fields(cfg any) ([]field, error) {
 			if !supported(sf.Type) {
 				return fmt.Errorf("config: field %s has unsupported type %s", path, sf.Type)
 			}
-			f := field{path: path, help: sf.Tag.Get("help"), secret: sf.Tag.Get("secret") == "true", v: fv}
+			f := field{path: path, help: sf.Tag.Get("help"), secret: sf.Tag.Get("secret") == "true", min: sf.Tag.Get("min"), v: fv}
 			f.env = append(f.env, EnvPrefix+strings.ToUpper(strings.ReplaceAll(path, ".", "_")))
 			if alias := sf.Tag.Get("env"); alias != "" {
 				f.env = append(f.env, strings.Split(alias, ",")...)

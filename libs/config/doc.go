@@ -11,6 +11,10 @@
 //		Token   string `yaml:"token" secret:"true" help:"..."`
 //	}
 //
+// A `min` tag bounds a numeric or duration setting from below, written as
+// its values are (min:"1", min:"100ms"); Check enforces it, so the bound
+// stands beside the setting instead of in a hand-written validation switch.
+//
 // Supported leaf types: string, bool, int, int32, int64, uint32, uint64,
 // float64, time.Duration and []string (comma separated in env and flags).
 // Nested structs become YAML sections and dotted paths.

@@ -129,6 +129,40 @@ func (c *Common) RoleModule(p *Process, role pki.Role, build func(env *RoleEnv) 
 	}}
 }
 
+// RoleConfig is a role binary's configuration: Common embedded inline (its
+// RoleCommon method is promoted) beside the role's own settings.
+type RoleConfig[C any] interface {
+	*C
+	RoleCommon() *Common
+}
+
+// RoleCommon returns c itself, for RoleConfig.
+func (c *Common) RoleCommon() *Common { return c }
+
+// MetadAddrsOr returns own, a role section's metad addresses, when set, and
+// the binary's top-level metad_addrs otherwise.
+func (c *Common) MetadAddrsOr(own []string) []string {
+	if len(own) == 0 {
+		return c.MetadAddrs
+	}
+	return own
+}
+
+// RoleBinary is the Binary of a role binary: one module, role, hosted on
+// the process settings of C's Common; defaults returns C's defaults and
+// build makes the role on its environment.
+func RoleBinary[C any, P RoleConfig[C]](role pki.Role, usage string, defaults func() P, build func(env *RoleEnv, c P) (Service, error)) Binary[C] {
+	return Binary[C]{
+		Name:    string(role),
+		Usage:   usage,
+		Config:  func() *C { return defaults() },
+		Process: func(c *C) *ProcessConfig { return &P(c).RoleCommon().ProcessConfig },
+		Modules: func(p *Process, c *C) ([]Module, error) {
+			return []Module{P(c).RoleCommon().RoleModule(p, role, func(env *RoleEnv) (Service, error) { return build(env, c) })}, nil
+		},
+	}
+}
+
 // Binary describes a Strata server binary for Main: a role binary hosts
 // one module, `strata run` the four roles.
 type Binary[C any] struct {

@@ -20,23 +20,16 @@ type config struct {
 }
 
 func coordinatordBinary() node.Binary[config] {
-	return node.Binary[config]{
-		Name:  "coordinatord",
-		Usage: "coordinatord coordinates consumer groups and stores committed offsets in __consumer_offsets (internal gRPC, mTLS).",
-		Config: func() *config {
+	return node.RoleBinary[config](pki.RoleCoordinatord,
+		"coordinatord coordinates consumer groups and stores committed offsets in __consumer_offsets (internal gRPC, mTLS).",
+		func() *config {
 			return &config{Common: node.DefaultCommon(9193), Coordinatord: coordinatord.DefaultConfig()}
 		},
-		Process: func(c *config) *node.ProcessConfig { return &c.ProcessConfig },
-		Modules: func(p *node.Process, c *config) ([]node.Module, error) {
-			return []node.Module{c.RoleModule(p, pki.RoleCoordinatord, func(env *node.RoleEnv) (node.Service, error) {
-				cfg := c.Coordinatord
-				if len(cfg.MetadAddrs) == 0 {
-					cfg.MetadAddrs = c.MetadAddrs
-				}
-				return coordinatord.New(env, cfg)
-			})}, nil
-		},
-	}
+		func(env *node.RoleEnv, c *config) (node.Service, error) {
+			cfg := c.Coordinatord
+			cfg.MetadAddrs = c.MetadAddrsOr(cfg.MetadAddrs)
+			return coordinatord.New(env, cfg)
+		})
 }
 
 func main() { os.Exit(node.Main(coordinatordBinary(), os.Args[1:], os.Stdout, os.Stderr)) }

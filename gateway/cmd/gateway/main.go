@@ -22,21 +22,12 @@ func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
 
 // run is main without the process exit, for tests.
 func run(args []string, stdout, stderr io.Writer) int {
-	return node.Main(node.Binary[config]{
-		Name:  "gateway",
-		Usage: "Strata gateway: serves Wire v2 clients and routes commands to metad, partitiond and coordinatord over mTLS gRPC.",
-		Config: func() *config {
-			return &config{Common: node.DefaultCommon(9194), Gateway: gateway.DefaultConfig()}
-		},
-		Process: func(c *config) *node.ProcessConfig { return &c.ProcessConfig },
-		Modules: func(p *node.Process, c *config) ([]node.Module, error) {
-			return []node.Module{c.RoleModule(p, pki.RoleGateway, func(env *node.RoleEnv) (node.Service, error) {
-				cfg := c.Gateway
-				if len(cfg.MetadAddrs) == 0 {
-					cfg.MetadAddrs = c.MetadAddrs
-				}
-				return gateway.New(env, cfg)
-			})}, nil
-		},
-	}, args, stdout, stderr)
+	return node.Main(node.RoleBinary[config](pki.RoleGateway,
+		"Strata gateway: serves Wire v2 clients and routes commands to metad, partitiond and coordinatord over mTLS gRPC.",
+		func() *config { return &config{Common: node.DefaultCommon(9194), Gateway: gateway.DefaultConfig()} },
+		func(env *node.RoleEnv, c *config) (node.Service, error) {
+			cfg := c.Gateway
+			cfg.MetadAddrs = c.MetadAddrsOr(cfg.MetadAddrs)
+			return gateway.New(env, cfg)
+		}), args, stdout, stderr)
 }

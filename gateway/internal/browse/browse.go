@@ -82,21 +82,5 @@ func (h *Handlers) browse(ctx context.Context, c *command.Call) ([]byte, error) 
 	env := envelope{Status: "OK", Topic: topic, Partition: part, NextOffset: resp.GetNextOffset(),
 		EarliestOffset: resp.GetLogStartOffset(), ReadableEndOffset: resp.GetHighWatermark(),
 		HasMore: resp.GetNextOffset() < resp.GetHighWatermark()}
-	var bb wire.BatchBuilder
-	if err := bb.Reset(c.Out, wire.BatchHeader{Topic: topic, Partition: part, Acks: "1"}); err != nil {
-		return command.JSONError(c.Out, err)
-	}
-	if len(resp.GetRecords()) > 0 {
-		if err := bb.AppendRecords(resp.GetRecords()); err != nil {
-			return command.JSONError(c.Out, err)
-		}
-	}
-	batch, err := bb.Bytes()
-	if err != nil {
-		return command.JSONError(c.Out, err)
-	}
-	if err := command.WriteEnvelope(c, env); err != nil {
-		return nil, err
-	}
-	return batch, nil
+	return command.TwoFrames(c, env, topic, part, resp.GetRecords())
 }

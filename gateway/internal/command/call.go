@@ -96,16 +96,30 @@ func JSONError(out []byte, err error) ([]byte, error) {
 	return append(out, b...), nil
 }
 
-// WriteEnvelope writes a two-frame command's first frame, env as JSON; the
-// handler then returns the batch as its reply.
-func WriteEnvelope(c *Call, env any) error {
+// TwoFrames answers a two-frame command: env as the JSON first frame, then
+// records (a record set of topic's partition part, offsets written) as the
+// CBV2 batch the handler returns. A batch that cannot be built is the
+// command's one JSON ERROR frame instead, before any frame is written.
+func TwoFrames(c *Call, env any, topic string, part int32, records []byte) ([]byte, error) {
+	var bb wire.BatchBuilder
+	err := bb.Reset(c.Out, wire.BatchHeader{Topic: topic, Partition: part, Acks: "1"})
+	if err == nil && len(records) > 0 {
+		err = bb.AppendRecords(records)
+	}
+	var batch []byte
+	if err == nil {
+		batch, err = bb.Bytes()
+	}
+	if err != nil {
+		return JSONError(c.Out, err)
+	}
 	b, err := json.Marshal(env)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	h := wire.Header{Kind: wire.KindResponse, Command: c.Header.Command, Status: wire.StatusOK, RequestID: c.Header.RequestID}
 	if !c.Conn.WriteFrame(h, b) {
-		return errcode.RequestCancelled.New("the client connection broke before the batch frame", "command", c.Command.String())
+		return nil, errcode.RequestCancelled.New("the client connection broke before the batch frame", "command", c.Command.String())
 	}
-	return nil
+	return batch, nil
 }

@@ -30,15 +30,7 @@ const (
 func (h *Handlers) appendStream(ctx context.Context, c *command.Call) ([]byte, error) {
 	p := param.Read(c.Req, c.Command)
 	topic, key := p.Required(param.Topic), p.Required(keyParam)
-	ev := readEvent(c, &p)
-	if err := p.Err(); err != nil {
-		return nil, err
-	}
-	s, err := h.resolve(ctx, topic, key)
-	if err != nil {
-		return nil, err
-	}
-	rec, replay, err := ev.record(c, s)
+	s, rec, err := h.eventRecord(ctx, c, &p, topic, key)
 	if err != nil {
 		return nil, err
 	}
@@ -46,9 +38,8 @@ func (h *Handlers) appendStream(ctx context.Context, c *command.Call) ([]byte, e
 	if err != nil {
 		return nil, err
 	}
-	ver := ev.version
 	resp, err := toLeader(ctx, h.r, s, streamv1.StreamServiceClient.AppendStream, func(t *metav1.Topic) *streamv1.AppendStreamRequest {
-		return &streamv1.AppendStreamRequest{Stream: s.ref(t), Version: ver, Record: b, AggregateReplay: replay}
+		return &streamv1.AppendStreamRequest{Stream: s.ref(t), Version: rec.AggregateVersion, Record: b, AggregateReplay: s.replay()}
 	})
 	if err != nil {
 		return nil, err
@@ -92,38 +83,48 @@ func readEvent(c *command.Call, p *param.Reader) event {
 	return ev
 }
 
+// eventRecord reads the event (after the parameters p read already),
+// resolves the stream of topic and key and builds the event record:
+// APPEND_STREAM's and TXN_APPEND_STREAM's common part.
+func (h *Handlers) eventRecord(ctx context.Context, c *command.Call, p *param.Reader, topic, key string) (*stream, wire.Record, error) {
+	ev := readEvent(c, p)
+	if err := p.Err(); err != nil {
+		return nil, wire.Record{}, err
+	}
+	s, err := h.resolve(ctx, topic, key)
+	if err != nil {
+		return nil, wire.Record{}, err
+	}
+	rec, err := ev.record(c, s)
+	return s, rec, err
+}
+
 // record builds the event record for stream s. On aggregate replay topics
-// (replay true) it also carries event_id (required), the producer fields
-// (producerId, seqNum, epoch) and the payload's SHA-256 digest.
-func (ev event) record(c *command.Call, s *stream) (rec wire.Record, replay bool, err error) {
-	rec = wire.Record{Topic: s.name, Timestamp: time.Now().UnixMilli(), Key: s.key, EventType: c.Req.Value("event_type"),
+// it also carries event_id (required), the producer fields (producerId,
+// seqNum, epoch) and the payload's SHA-256 digest.
+func (ev event) record(c *command.Call, s *stream) (wire.Record, error) {
+	rec := wire.Record{Topic: s.name, Timestamp: time.Now().UnixMilli(), Key: s.key, EventType: c.Req.Value("event_type"),
 		SchemaVersion: uint32(ev.schema), AggregateVersion: ev.version, Metadata: ev.meta, Payload: []byte(ev.msg)}
-	replay = s.topic.GetConfig().GetAggregateReplay()
-	if replay {
+	if s.replay() {
 		p := param.Read(c.Req, c.Command)
 		rec.EventID = p.Required(param.Name{Key: "event_id", Missing: errcode.MissingParameter})
 		rec.ProducerID = c.Req.Value("producerId")
 		seq, _ := p.OptUint("seqNum", 0)
 		epoch := p.OptInt("epoch", 0, -1<<31, 1<<31-1)
 		if err := p.Err(); err != nil {
-			return rec, false, err
+			return rec, err
 		}
 		rec.SeqNum, rec.Epoch = seq, epoch
 		sum := sha256.Sum256(rec.Payload)
 		rec.PayloadDigest = hex.EncodeToString(sum[:])
 	}
-	return rec, replay, nil
+	return rec, nil
 }
 
 // streamVersion is STREAM_VERSION: `OK version=<n>`, 0 for an unknown
 // aggregate.
 func (h *Handlers) streamVersion(ctx context.Context, c *command.Call) ([]byte, error) {
-	p := param.Read(c.Req, c.Command)
-	topic, key := p.Required(param.Topic), p.Required(keyParam)
-	if err := p.Err(); err != nil {
-		return nil, err
-	}
-	s, err := h.resolve(ctx, topic, key)
+	s, err := h.lookup(ctx, c, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -139,17 +140,14 @@ func (h *Handlers) streamVersion(ctx context.Context, c *command.Call) ([]byte, 
 // saveSnapshot is SAVE_SNAPSHOT: `OK version= partition=` once the leader
 // and every in-sync replica stored it.
 func (h *Handlers) saveSnapshot(ctx context.Context, c *command.Call) ([]byte, error) {
-	p := param.Read(c.Req, c.Command)
-	topic, key := p.Required(param.Topic), p.Required(keyParam)
-	ver := p.RequiredUint(versionParam)
-	msg := p.Present(param.Message)
-	if err := p.Err(); err != nil {
-		return nil, err
-	}
-	if ver == 0 {
-		return nil, param.Invalid("version", "0", "must be at least 1")
-	}
-	s, err := h.resolve(ctx, topic, key)
+	var ver uint64
+	var msg string
+	s, err := h.lookup(ctx, c, func(p *param.Reader) {
+		ver, msg = p.RequiredUint(versionParam), p.Present(param.Message)
+		if p.Err() == nil && ver == 0 {
+			p.Check(param.Invalid("version", "0", "must be at least 1"))
+		}
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -171,12 +169,7 @@ type snapshotJSON struct {
 
 // readSnapshot is READ_SNAPSHOT: `OK snapshot=<json>` or `OK snapshot=null`.
 func (h *Handlers) readSnapshot(ctx context.Context, c *command.Call) ([]byte, error) {
-	p := param.Read(c.Req, c.Command)
-	topic, key := p.Required(param.Topic), p.Required(keyParam)
-	if err := p.Err(); err != nil {
-		return nil, err
-	}
-	s, err := h.resolve(ctx, topic, key)
+	s, err := h.lookup(ctx, c, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -216,33 +209,29 @@ type readStreamEnvelope struct {
 
 // fromVersion reads from_version: default 1, a positive integer, else
 // invalid_from_version.
-func fromVersion(c *command.Call) (uint64, error) {
+func fromVersion(c *command.Call, p *param.Reader) uint64 {
 	v, ok := c.Req.Get("from_version")
 	if !ok {
-		return 1, nil
+		return 1
 	}
 	n, err := strconv.ParseUint(v, 10, 64)
 	if err != nil || n == 0 {
-		return 0, errcode.InvalidFromVersion.New("from_version must be a positive integer", "from_version", param.Clip(v))
+		p.Check(errcode.InvalidFromVersion.New("from_version must be a positive integer", "from_version", param.Clip(v)))
 	}
-	return n, nil
+	return n
 }
 
 // readStream is READ_STREAM: a JSON envelope (with the snapshot when one
 // at or after from_version exists; the events then start after it), then
 // the batch of events. Early failures are one JSON ERROR frame.
 func (h *Handlers) readStream(ctx context.Context, c *command.Call) ([]byte, error) {
-	p := param.Read(c.Req, c.Command)
-	topic, key := p.Required(param.Topic), p.Required(keyParam)
-	limit, paged := p.OptIntIfSet("limit", 1, historyMaxPage)
-	if err := p.Err(); err != nil {
-		return command.JSONError(c.Out, err)
-	}
-	from, err := fromVersion(c)
-	if err != nil {
-		return command.JSONError(c.Out, err)
-	}
-	s, err := h.resolve(ctx, topic, key)
+	var limit int64
+	var paged bool
+	var from uint64
+	s, err := h.lookup(ctx, c, func(p *param.Reader) {
+		limit, paged = p.OptIntIfSet("limit", 1, historyMaxPage)
+		from = fromVersion(c, p)
+	})
 	if err != nil {
 		return command.JSONError(c.Out, err)
 	}
@@ -252,7 +241,7 @@ func (h *Handlers) readStream(ctx context.Context, c *command.Call) ([]byte, err
 	if err != nil {
 		return command.JSONError(c.Out, err)
 	}
-	env := readStreamEnvelope{Status: "OK", Topic: topic, Key: key, Partition: s.part, Count: resp.GetCount()}
+	env := readStreamEnvelope{Status: "OK", Topic: s.name, Key: s.key, Partition: s.part, Count: resp.GetCount()}
 	if sn := resp.GetSnapshot(); sn != nil {
 		env.Snapshot = &snapshotJSON{Version: sn.GetVersion(), Payload: string(sn.GetPayload())}
 	}
@@ -260,14 +249,7 @@ func (h *Handlers) readStream(ctx context.Context, c *command.Call) ([]byte, err
 		head, more, next, epoch := resp.GetHeadVersion(), resp.GetHasMore(), resp.GetNextVersion(), resp.GetLifecycleEpoch()
 		env.StreamVersion, env.HasMore, env.NextVersion, env.LifecycleEpoch = &head, &more, &next, &epoch
 	}
-	batch, err := appendBatch(c.Out, topic, s.part, resp.GetRecords())
-	if err != nil {
-		return command.JSONError(c.Out, err)
-	}
-	if err := command.WriteEnvelope(c, env); err != nil {
-		return nil, err
-	}
-	return batch, nil
+	return command.TwoFrames(c, env, s.name, s.part, resp.GetRecords())
 }
 
 // historyEnvelope is READ_STREAM_HISTORY's first frame (WIRE-V2 9.3: the
@@ -303,17 +285,12 @@ const (
 // 1,024), with where the next page starts and whether the history is
 // complete.
 func (h *Handlers) readStreamHistory(ctx context.Context, c *command.Call) ([]byte, error) {
-	p := param.Read(c.Req, c.Command)
-	topic, key := p.Required(param.Topic), p.Required(keyParam)
-	limit := p.OptInt("limit", historyPage, 1, historyMaxPage)
-	if err := p.Err(); err != nil {
-		return command.JSONError(c.Out, err)
-	}
-	from, err := fromVersion(c)
-	if err != nil {
-		return command.JSONError(c.Out, err)
-	}
-	s, err := h.resolve(ctx, topic, key)
+	var limit int64
+	var from uint64
+	s, err := h.lookup(ctx, c, func(p *param.Reader) {
+		limit = p.OptInt("limit", historyPage, 1, historyMaxPage)
+		from = fromVersion(c, p)
+	})
 	if err != nil {
 		return command.JSONError(c.Out, err)
 	}
@@ -323,7 +300,7 @@ func (h *Handlers) readStreamHistory(ctx context.Context, c *command.Call) ([]by
 	if err != nil {
 		return command.JSONError(c.Out, err)
 	}
-	env := historyEnvelope{Status: "OK", Topic: topic, Key: key, Partition: s.part, Count: resp.GetCount(),
+	env := historyEnvelope{Status: "OK", Topic: s.name, Key: s.key, Partition: s.part, Count: resp.GetCount(),
 		NextVersion: resp.GetNextVersion(), HeadVersion: resp.GetHeadVersion(), HasMore: resp.GetHasMore()}
 	switch {
 	case resp.GetHeadVersion() == 0:
@@ -333,12 +310,5 @@ func (h *Handlers) readStreamHistory(ctx context.Context, c *command.Call) ([]by
 	default:
 		env.Completeness = historyComplete
 	}
-	batch, err := appendBatch(c.Out, topic, s.part, resp.GetRecords())
-	if err != nil {
-		return command.JSONError(c.Out, err)
-	}
-	if err := command.WriteEnvelope(c, env); err != nil {
-		return nil, err
-	}
-	return batch, nil
+	return command.TwoFrames(c, env, s.name, s.part, resp.GetRecords())
 }

@@ -60,6 +60,21 @@ type stream struct {
 	part  int32
 }
 
+// lookup reads a stream command's topic and key, then what more reads
+// (nil: nothing more), and resolves the aggregate's stream; a parameter
+// error comes before any lookup.
+func (h *Handlers) lookup(ctx context.Context, c *command.Call, more func(p *param.Reader)) (*stream, error) {
+	p := param.Read(c.Req, c.Command)
+	topic, key := p.Required(param.Topic), p.Required(keyParam)
+	if more != nil {
+		more(&p)
+	}
+	if err := p.Err(); err != nil {
+		return nil, err
+	}
+	return h.resolve(ctx, topic, key)
+}
+
 // resolve looks the topic up and places the key: event sourcing must be on.
 func (h *Handlers) resolve(ctx context.Context, topic, key string) (*stream, error) {
 	t, err := h.r.LookupTopic(ctx, topic)
@@ -75,6 +90,9 @@ func (h *Handlers) resolve(ctx context.Context, topic, key string) (*stream, err
 	}
 	return &stream{topic: t, name: topic, key: key, part: placement.KeyPartitionString(key, n)}, nil
 }
+
+// replay reports whether s's topic is an aggregate replay topic.
+func (s *stream) replay() bool { return s.topic.GetConfig().GetAggregateReplay() }
 
 // ref is the StreamRef of s at topic t's lifecycle epoch.
 func (s *stream) ref(t *metav1.Topic) *streamv1.StreamRef {
@@ -102,21 +120,6 @@ func toLeader[Req, Resp any](ctx context.Context, r route.Router, s *stream, met
 		return route.LeaderErr(r, s.name, err)
 	})
 	return resp, err
-}
-
-// appendBatch encodes records (a record set, offsets written) as the CBV2
-// batch of a two-frame reply.
-func appendBatch(out []byte, topic string, part int32, records []byte) ([]byte, error) {
-	var bb wire.BatchBuilder
-	if err := bb.Reset(out, wire.BatchHeader{Topic: topic, Partition: part, Acks: "1"}); err != nil {
-		return nil, err
-	}
-	if len(records) > 0 {
-		if err := bb.AppendRecords(records); err != nil {
-			return nil, err
-		}
-	}
-	return bb.Bytes()
 }
 
 func utoa(v uint64) string { return strconv.FormatUint(v, 10) }

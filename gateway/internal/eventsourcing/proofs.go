@@ -185,12 +185,5 @@ func (h *Handlers) aggregateEventRangeRead(ctx context.Context, c *command.Call)
 	}
 	env := rangeEnvelope{Status: "OK", Topic: topic, MatchID: matchID, Partition: s.part, Count: resp.GetCount(),
 		NextSequence: resp.GetNextSequence(), HasMore: resp.GetHasMore(), Proof: b}
-	batch, err := appendBatch(c.Out, topic, s.part, resp.GetRecords())
-	if err != nil {
-		return command.JSONError(c.Out, err)
-	}
-	if err := command.WriteEnvelope(c, env); err != nil {
-		return nil, err
-	}
-	return batch, nil
+	return command.TwoFrames(c, env, s.name, s.part, resp.GetRecords())
 }

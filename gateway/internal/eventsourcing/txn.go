@@ -40,15 +40,7 @@ func (h *Handlers) txnAppendStream(ctx context.Context, c *command.Call) ([]byte
 	if p.Err() == nil && (!hasSeq || seq == 0) {
 		p.Check(errcode.InvalidParameter.New("TXN_APPEND_STREAM needs seqNum above 0", "param", "seqNum"))
 	}
-	ev := readEvent(c, &p)
-	if err := p.Err(); err != nil {
-		return nil, err
-	}
-	s, err := h.resolve(ctx, topic, key)
-	if err != nil {
-		return nil, err
-	}
-	rec, _, err := ev.record(c, s)
+	s, rec, err := h.eventRecord(ctx, c, &p, topic, key)
 	if err != nil {
 		return nil, err
 	}
@@ -73,7 +65,7 @@ func (h *Handlers) txnAppendStream(ctx context.Context, c *command.Call) ([]byte
 	out = wire.AppendOKInt(out, "staged_messages", 1)
 	out = wire.AppendOKField(out, "topic", resp.GetTopic())
 	out = wire.AppendOKInt(out, "partition", int64(resp.GetPartition()))
-	out = wire.AppendOKUint(out, "version", ev.version)
+	out = wire.AppendOKUint(out, "version", rec.AggregateVersion)
 	out = wire.AppendOKUint(out, "offset", resp.GetOffset())
 	out = wire.AppendOKField(out, "state", "open")
 	if resp.GetDuplicate() {

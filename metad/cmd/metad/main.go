@@ -19,19 +19,11 @@ type config struct {
 }
 
 func main() {
-	os.Exit(node.Main(node.Binary[config]{
-		Name: "metad",
-		Usage: "metad is the Raft metadata service: topics, nodes, placement, leaders, ISR.\n" +
-			"Distributed: give every metad the same --metad.voters id=host:port list (Raft addresses).\n" +
+	os.Exit(node.Main(node.RoleBinary[config](pki.RoleMetad,
+		"metad is the Raft metadata service: topics, nodes, placement, leaders, ISR.\n"+
+			"Distributed: give every metad the same --metad.voters id=host:port list (Raft addresses).\n"+
 			"With no voters a new data directory bootstraps a single-voter cluster.",
-		Config: func() *config {
-			return &config{Common: node.DefaultCommon(9190), Metad: metad.DefaultConfig()}
-		},
-		Process: func(c *config) *node.ProcessConfig { return &c.ProcessConfig },
-		Modules: func(p *node.Process, c *config) ([]node.Module, error) {
-			return []node.Module{c.RoleModule(p, pki.RoleMetad, func(env *node.RoleEnv) (node.Service, error) {
-				return metad.New(env, c.Metad)
-			})}, nil
-		},
-	}, os.Args[1:], os.Stdout, os.Stderr))
+		func() *config { return &config{Common: node.DefaultCommon(9190), Metad: metad.DefaultConfig()} },
+		func(env *node.RoleEnv, c *config) (node.Service, error) { return metad.New(env, c.Metad) }),
+		os.Args[1:], os.Stdout, os.Stderr))
 }

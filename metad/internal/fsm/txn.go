@@ -139,33 +139,47 @@ func (tx *txn) commit() []*metav1.WatchResponse {
 	if tx.settings != nil {
 		st.initialized, st.txnShards, st.createdUnixMs = tx.settings.initialized, tx.settings.txnShards, tx.settings.createdUnixMs
 	}
-	for _, id := range sortedKeys(tx.nodes) {
-		n, old := tx.nodes[id], st.nodes[id]
+	commitMap(tx.nodes, st.nodes, emit,
+		func(id string) *metav1.WatchResponse {
+			return &metav1.WatchResponse{Event: &metav1.WatchResponse_NodeRemoved{NodeRemoved: id}}
+		},
+		func(n, old *metav1.Node) *metav1.WatchResponse {
+			if old != nil && sameBesidesHeartbeat(n, old) {
+				return nil
+			}
+			return &metav1.WatchResponse{Event: &metav1.WatchResponse_NodeUpserted{NodeUpserted: n}}
+		})
+	commitMap(tx.topics, st.topics, emit,
+		func(name string) *metav1.WatchResponse {
+			return &metav1.WatchResponse{Event: &metav1.WatchResponse_TopicRemoved{TopicRemoved: name}}
+		},
+		func(t, _ *metav1.Topic) *metav1.WatchResponse {
+			return &metav1.WatchResponse{Event: &metav1.WatchResponse_TopicUpserted{TopicUpserted: t}}
+		})
+	return events
+}
+
+// commitMap applies the staged objects (nil: removed) to committed in key
+// order and emits what changed: removed's event for a removal, upserted's
+// (nil: none) for a new or changed object; equal objects change nothing.
+func commitMap[T any, P interface {
+	*T
+	proto.Message
+}](staged, committed map[string]P, emit func(*metav1.WatchResponse), removed func(key string) *metav1.WatchResponse, upserted func(v, old P) *metav1.WatchResponse) {
+	for _, k := range sortedKeys(staged) {
+		v, old := staged[k], committed[k]
 		switch {
-		case n == nil && old != nil:
-			delete(st.nodes, id)
-			emit(&metav1.WatchResponse{Event: &metav1.WatchResponse_NodeRemoved{NodeRemoved: id}})
-		case n == nil, proto.Equal(n, old):
+		case v == nil && old != nil:
+			delete(committed, k)
+			emit(removed(k))
+		case v == nil, proto.Equal(v, old):
 		default:
-			st.nodes[id] = n
-			if old == nil || !sameBesidesHeartbeat(n, old) {
-				emit(&metav1.WatchResponse{Event: &metav1.WatchResponse_NodeUpserted{NodeUpserted: n}})
+			committed[k] = v
+			if ev := upserted(v, old); ev != nil {
+				emit(ev)
 			}
 		}
 	}
-	for _, name := range sortedKeys(tx.topics) {
-		t, old := tx.topics[name], st.topics[name]
-		switch {
-		case t == nil && old != nil:
-			delete(st.topics, name)
-			emit(&metav1.WatchResponse{Event: &metav1.WatchResponse_TopicRemoved{TopicRemoved: name}})
-		case t == nil, proto.Equal(t, old):
-		default:
-			st.topics[name] = t
-			emit(&metav1.WatchResponse{Event: &metav1.WatchResponse_TopicUpserted{TopicUpserted: t}})
-		}
-	}
-	return events
 }
 
 func sameBesidesHeartbeat(a, b *metav1.Node) bool {

@@ -19,23 +19,16 @@ type config struct {
 }
 
 func partitiondBinary() node.Binary[config] {
-	return node.Binary[config]{
-		Name:  "partitiond",
-		Usage: "partitiond hosts partition logs assigned by metad and serves appends and fetches (internal gRPC, mTLS).",
-		Config: func() *config {
+	return node.RoleBinary[config](pki.RolePartitiond,
+		"partitiond hosts partition logs assigned by metad and serves appends and fetches (internal gRPC, mTLS).",
+		func() *config {
 			return &config{Common: node.DefaultCommon(9192), Partitiond: partitiond.DefaultConfig()}
 		},
-		Process: func(c *config) *node.ProcessConfig { return &c.ProcessConfig },
-		Modules: func(p *node.Process, c *config) ([]node.Module, error) {
-			return []node.Module{c.RoleModule(p, pki.RolePartitiond, func(env *node.RoleEnv) (node.Service, error) {
-				cfg := c.Partitiond
-				if len(cfg.MetadAddrs) == 0 {
-					cfg.MetadAddrs = c.MetadAddrs
-				}
-				return partitiond.New(env, cfg)
-			})}, nil
-		},
-	}
+		func(env *node.RoleEnv, c *config) (node.Service, error) {
+			cfg := c.Partitiond
+			cfg.MetadAddrs = c.MetadAddrsOr(cfg.MetadAddrs)
+			return partitiond.New(env, cfg)
+		})
 }
 
 func main() { os.Exit(node.Main(partitiondBinary(), os.Args[1:], os.Stdout, os.Stderr)) }

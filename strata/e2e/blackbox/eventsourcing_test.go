@@ -5,15 +5,14 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"os"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/strataio/strata/libs/client"
 	"github.com/strataio/strata/libs/errcode"
+	"github.com/strataio/strata/libs/streamtest"
 	"github.com/strataio/strata/libs/wire"
 	"github.com/strataio/strata/strata/e2e/framework"
 )
@@ -110,89 +109,33 @@ func eventSourcing(t *testing.T, c framework.Cluster) {
 
 	t.Run("racing appenders", func(t *testing.T) {
 		// CI size; the spec's proof size (10,000) with
-		// STRATA_STREAM_RACE_VERSIONS=10000 (`make race-streams`).
-		total := uint64(300)
-		if v := os.Getenv("STRATA_STREAM_RACE_VERSIONS"); v != "" {
-			n, err := strconv.ParseUint(v, 10, 64)
-			if err != nil || n == 0 {
-				t.Fatalf("STRATA_STREAM_RACE_VERSIONS=%q", v)
-			}
-			total = n
-		}
-		const appenders = 8
-		var mu sync.Mutex
-		won := map[uint64][]int{}
-		conflicts := 0
-		var wg sync.WaitGroup
-		start := time.Now()
+		// STRATA_STREAM_RACE_VERSIONS=10000 (`make race-streams`). Each
+		// appender has its own connection, spread over the gateways.
+		total := streamtest.Versions(t, 300)
+		appenders := make([]streamtest.Appender, 8)
 		for a := range appenders {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				acl := framework.Dial(t, ctx, c.Gateways()[a%len(c.Gateways())].ClientAddr)
-				next := uint64(1)
-				for next <= total {
-					res, err := acl.AppendStream(ctx, client.Event{Topic: "es-orders", Key: "race", Version: next, Payload: []byte(fmt.Sprint(a))})
-					if err == nil {
-						if res.Version != next {
-							t.Errorf("append %d answered version %d", next, res.Version)
-							return
-						}
-						mu.Lock()
-						won[next] = append(won[next], a)
-						mu.Unlock()
-						next++
-						continue
-					}
-					e, ok := errcode.As(err)
-					if !ok || e.Code != "version_conflict" {
-						t.Errorf("append %d: %v", next, err)
-						return
-					}
-					// The loser's answer names the current version: at or
-					// above the one it asked for, which another appender
-					// holds.
-					cur, perr := strconv.ParseUint(e.Field("current"), 10, 64)
-					if perr != nil || cur < next || e.Field("expected") != strconv.FormatUint(next, 10) {
-						t.Errorf("append %d lost with current %q expected %q", next, e.Field("current"), e.Field("expected"))
-						return
-					}
-					mu.Lock()
-					conflicts++
-					mu.Unlock()
-					next = cur + 1
-				}
-			}()
-		}
-		wg.Wait()
-		elapsed := time.Since(start)
-		if t.Failed() {
-			return
-		}
-		for v := uint64(1); v <= total; v++ {
-			if len(won[v]) != 1 {
-				t.Fatalf("version %d won by %v", v, won[v])
+			acl := framework.Dial(t, ctx, c.Gateways()[a%len(c.Gateways())].ClientAddr)
+			appenders[a] = func(v uint64, payload string) (uint64, error) {
+				res, err := acl.AppendStream(ctx, client.Event{Topic: "es-orders", Key: "race", Version: v, Payload: []byte(payload)})
+				return res.Version, err
 			}
 		}
-		var got uint64
-		for from := uint64(1); from <= total; {
+		res, err := streamtest.Race(total, appenders, func(from uint64) ([]streamtest.Event, error) {
 			r, err := cl.ReadStream(ctx, "es-orders", "race", from, 1024)
-			if err != nil || r.Count == 0 {
-				t.Fatalf("read back from %d: %v %v", from, r, err)
+			if err != nil {
+				return nil, err
 			}
-			for _, ev := range r.Events {
-				if ev.AggregateVersion != from || string(ev.Payload) != fmt.Sprint(won[from][0]) {
-					t.Fatalf("read back version %d (want %d) payload %q, won by %d", ev.AggregateVersion, from, ev.Payload, won[from][0])
-				}
-				from++
-				got++
+			evs := make([]streamtest.Event, len(r.Events))
+			for i, ev := range r.Events {
+				evs[i] = streamtest.Event{Version: ev.AggregateVersion, Payload: string(ev.Payload)}
 			}
+			return evs, nil
+		})
+		if err != nil {
+			t.Fatal(err)
 		}
-		if got != total {
-			t.Fatalf("read back %d events, want %d", got, total)
-		}
-		t.Logf("%d appenders, %d versions: %d conflicts, %v (%.0f appends/s)", appenders, total, conflicts,
-			elapsed.Round(time.Millisecond), float64(total)/elapsed.Seconds())
+		t.Logf("%d appenders, %d versions: %d conflicts, %v (%.0f appends/s)", len(appenders), total, res.Conflicts,
+			res.Elapsed.Round(time.Millisecond), float64(total)/res.Elapsed.Seconds())
 	})
 
 	t.Run("aggregate replay topics", func(t *testing.T) {

@@ -164,10 +164,7 @@ func (w *streamWriters) check(t *testing.T, ctx context.Context, cl *client.Clie
 func streamsSurviveKill9(t *testing.T, c framework.Killable) {
 	ctx, cl := framework.Connect(t, c, 3*time.Minute)
 	const topic = "kill9-streams"
-	if _, err := cl.CreateTopic(ctx, client.TopicConfig{Name: topic, Partitions: 2, EventSourcing: boolPtr(true)}); err != nil {
-		t.Fatal(err)
-	}
-	framework.Offsets(t, ctx, cl, topic)
+	framework.CreateTopics(t, ctx, cl, "topic="+topic+" partitions=2 event_sourcing=true")
 	wctx, stop := context.WithCancel(ctx)
 	w := startStreamWriters(wctx, t, framework.ClientAddrs(c), topic, 4)
 	w.waitFor(t, 100)
@@ -202,8 +199,6 @@ func streamsSurviveKill9(t *testing.T, c framework.Killable) {
 	}
 }
 
-func boolPtr(b bool) *bool { return &b }
-
 // TestStreamLeaderFailover: RF 3, appends running, a snapshot saved (so on
 // every in-sync replica), then the aggregate partition's leader is killed
 // with SIGKILL. The new leader answers the same versions and the snapshot,
@@ -219,10 +214,7 @@ func TestStreamLeaderFailover(t *testing.T) {
 	gw := c.GatewayAddrs()
 	admin := framework.Dial(t, ctx, gw[0])
 	const topic = "streams-failover"
-	if _, err := admin.CreateTopic(ctx, client.TopicConfig{Name: topic, Partitions: 1, EventSourcing: boolPtr(true)}); err != nil {
-		t.Fatal(err)
-	}
-	framework.Offsets(t, ctx, admin, topic)
+	framework.CreateTopics(t, ctx, admin, "topic="+topic+" partitions=1 event_sourcing=true")
 	wctx, stop := context.WithCancel(ctx)
 	defer stop()
 	w := startStreamWriters(wctx, t, gw, topic, 4)

@@ -21,10 +21,7 @@ import (
 func txnStreamsSurviveKill9(t *testing.T, c framework.Killable) {
 	ctx, cl := framework.Connect(t, c, 3*time.Minute)
 	const topic = "kill9-txn-streams"
-	if _, err := cl.CreateTopic(ctx, client.TopicConfig{Name: topic, Partitions: 2, EventSourcing: boolPtr(true)}); err != nil {
-		t.Fatal(err)
-	}
-	framework.Offsets(t, ctx, cl, topic)
+	framework.CreateTopics(t, ctx, cl, "topic="+topic+" partitions=2 event_sourcing=true")
 	ev := func(key string, v uint64, p string) client.Event {
 		return client.Event{Topic: topic, Key: key, Version: v, EventType: "E", Payload: []byte(p)}
 	}
