@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -260,6 +261,56 @@ func TestPipeHandsWritesToAParkedReader(t *testing.T) {
 	b := make([]byte, 8)
 	if n, err := p.read(b, dl); string(b[:n]) != "efg" || err != nil {
 		t.Fatalf("next read: %q, %v", b[:n], err)
+	}
+}
+
+// Concurrent reads take turns: every byte written reaches exactly one
+// reader, none is lost to (or invented by) a reader that parked second.
+func TestPipeConcurrentReaders(t *testing.T) {
+	c, s := newConnPair("a:1")
+	defer c.Close()
+	defer s.Close()
+	const total = 1 << 20
+	data := make([]byte, total)
+	var want [256]int64
+	for i := range data {
+		data[i] = byte(1 + i%251)
+		want[data[i]]++
+	}
+	var got [256]atomic.Int64
+	var n atomic.Int64
+	var wg sync.WaitGroup
+	stop := time.Now().Add(10 * time.Second) // a lost byte must fail, not hang
+	for range 3 {
+		wg.Go(func() {
+			buf := make([]byte, 1000)
+			for n.Load() < total && time.Now().Before(stop) {
+				clear(buf)
+				s.SetReadDeadline(time.Now().Add(50 * time.Millisecond))
+				k, err := s.Read(buf)
+				for _, v := range buf[:k] {
+					got[v].Add(1)
+				}
+				n.Add(int64(k))
+				if err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	for b := data; len(b) > 0; {
+		k := min(len(b), 777)
+		if _, err := c.Write(b[:k]); err != nil {
+			t.Fatal(err)
+		}
+		b = b[k:]
+	}
+	wg.Wait()
+	for v := range want {
+		if g := got[v].Load(); g != want[v] {
+			t.Fatalf("byte value %d read %d times, written %d times", v, g, want[v])
+		}
 	}
 }
 

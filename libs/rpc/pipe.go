@@ -16,6 +16,9 @@ import (
 // for the next write, which copies straight into it: one copy per byte
 // instead of two (into the ring and out of it) whenever the reader keeps up.
 type pipe struct {
+	// rmu makes concurrent reads take turns, as a socket's do: only one
+	// reader may park with its buffer out for writes.
+	rmu      sync.Mutex
 	mu       sync.Mutex
 	buf      []byte
 	r, n     int           // read position and buffered bytes
@@ -49,6 +52,8 @@ func (p *pipe) read(b []byte, dl *deadline) (int, error) {
 	if len(b) == 0 {
 		return 0, nil
 	}
+	p.rmu.Lock()
+	defer p.rmu.Unlock()
 	for {
 		p.mu.Lock()
 		if p.rclosed {
