@@ -154,5 +154,5 @@ func decodeBatchReply(p []byte) (*wire.Batch, error) {
 			return nil, e
 		}
 	}
-	return wire.DecodeBatch(p)
+	return wire.DecodeBatchOwned(p) // p is a frame payload the reader copied for us
 }

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"google.golang.org/grpc/mem"
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
@@ -54,13 +55,7 @@ func TestCodecRoundTrip(t *testing.T) {
 		}
 		// Split the encoding the way the transport delivers it (16 KiB
 		// frames) and decode.
-		var split mem.BufferSlice
-		enc := data.Materialize()
-		for len(enc) > 0 {
-			k := min(len(enc), 16<<10)
-			split = append(split, mem.SliceBuffer(enc[:k]))
-			enc = enc[k:]
-		}
+		split := frames(data.Materialize())
 		data.Free()
 		out := &wrapperspb.BytesValue{}
 		if err := (codec{}).Unmarshal(split, out); err != nil {
@@ -100,14 +95,8 @@ func TestCodecAliasedFetch(t *testing.T) {
 			t.Fatalf("n=%d: codec marshal differs from proto.Marshal (%v)", n, err)
 		}
 		data.Free()
-		var split mem.BufferSlice
-		for rest := enc; len(rest) > 0; {
-			k := min(len(rest), 16<<10)
-			split = append(split, mem.SliceBuffer(rest[:k]))
-			rest = rest[k:]
-		}
 		out := &partitionv1.FetchResponse{}
-		if err := (codec{}).Unmarshal(split, out); err != nil {
+		if err := (codec{}).Unmarshal(frames(enc), out); err != nil {
 			t.Fatal(err)
 		}
 		for i := range enc { // the frames are reused by the transport
@@ -124,4 +113,46 @@ func TestCodecAliasedFetch(t *testing.T) {
 			t.Fatalf("n=%d: round trip differs", n)
 		}
 	}
+}
+
+// TestCodecFetchRecordsOwnABuffer: a fetched record set is decoded alone
+// into a pooled buffer, starting at its first byte and spanning its whole
+// size class, so RecycleRecords can give exactly that buffer back; a message
+// laid out otherwise (records not first) still decodes.
+func TestCodecFetchRecordsOwnABuffer(t *testing.T) {
+	for i, n := range []int{100 << 10, 300 << 10, 100 << 10} {
+		in := &partitionv1.FetchResponse{Records: bytes.Repeat([]byte{byte(i)}, n), RecordCount: 3, NextOffset: 9, HighWatermark: 12}
+		enc, _ := proto.Marshal(in)
+		out := &partitionv1.FetchResponse{}
+		if err := (codec{}).Unmarshal(frames(enc), out); err != nil {
+			t.Fatal(err)
+		}
+		if !proto.Equal(in, out) {
+			t.Fatalf("n=%d: round trip differs", n)
+		}
+		if c := cap(out.Records); c < 1<<class(n) {
+			t.Fatalf("n=%d: records capacity %d, want the whole pool buffer of %d", n, c, 1<<class(n))
+		}
+		RecycleRecords(out.Records)
+	}
+	// Records after the other fields: one buffer for the whole message.
+	in := &partitionv1.FetchResponse{Records: bytes.Repeat([]byte{9}, 100<<10), NextOffset: 9}
+	recs := protowire.AppendBytes(protowire.AppendTag(nil, 1, protowire.BytesType), in.Records)
+	enc := append(protowire.AppendVarint(protowire.AppendTag(nil, 3, protowire.VarintType), 9), recs...)
+	out := &partitionv1.FetchResponse{}
+	if err := (codec{}).Unmarshal(frames(enc), out); err != nil || !proto.Equal(in, out) {
+		t.Fatalf("records last: %v, %v", out, err)
+	}
+}
+
+// frames cuts enc into 16 KiB buffers, as the transport hands a message to
+// the codec.
+func frames(enc []byte) mem.BufferSlice {
+	var s mem.BufferSlice
+	for rest := enc; len(rest) > 0; {
+		k := min(len(rest), 16<<10)
+		s = append(s, mem.SliceBuffer(rest[:k]))
+		rest = rest[k:]
+	}
+	return s
 }

@@ -2,9 +2,11 @@ package rpc
 
 import (
 	"fmt"
+	"io"
 
 	"google.golang.org/grpc/encoding"
 	"google.golang.org/grpc/mem"
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -60,6 +62,9 @@ func (codec) Marshal(v any) (mem.BufferSlice, error) {
 // aliasing the input (partitionv1.FetchResponse: a fetched record set).
 type aliasUnmarshaler interface {
 	UnmarshalAlias(b []byte) error
+	// UnmarshalAliasRecords takes the content of a leading field 1 (the
+	// record set) and the encoding of the fields after it separately.
+	UnmarshalAliasRecords(records, rest []byte) error
 }
 
 // aliasMarshaler is a message that can marshal its large bytes field
@@ -78,12 +83,31 @@ func (codec) Unmarshal(data mem.BufferSlice, v any) error {
 		return fmt.Errorf("rpc codec: cannot unmarshal into %T: not a proto.Message", v)
 	}
 	if a, ok := v.(aliasUnmarshaler); ok && data.Len() >= aliasMin {
-		// One copy out of gRPC's frames into a buffer the message then
+		// One copy out of gRPC's frames into buffers the message then
 		// owns, instead of a copy into a pooled buffer and a second one
-		// of the bytes field out of it. The buffer comes from the pool
-		// (not zeroed; in the all-in-one partitiond's marshal buffers
-		// return there) and is never put back: the garbage collector
-		// reclaims it with the message.
+		// of the bytes field out of it.
+		if n, size, ok := leadingRecords(data); ok {
+			// The record set alone, at the start of a pooled buffer
+			// (not zeroed; see RecycleRecords), the few other fields
+			// apart.
+			r := data.Reader()
+			defer r.Close()
+			if _, err := r.Discard(n); err != nil {
+				return err
+			}
+			bp := transportPool.Get(size)
+			recs := *bp
+			rest := make([]byte, data.Len()-n-size)
+			if _, err := io.ReadFull(r, recs); err != nil {
+				return err
+			}
+			if _, err := io.ReadFull(r, rest); err != nil {
+				return err
+			}
+			return a.UnmarshalAliasRecords(recs, rest)
+		}
+		// Another layout: the whole message in one pooled buffer, which
+		// the garbage collector reclaims with the message.
 		bp := transportPool.Get(data.Len())
 		b := (*bp)[:data.CopyTo(*bp)]
 		return a.UnmarshalAlias(b)
@@ -93,4 +117,40 @@ func (codec) Unmarshal(data mem.BufferSlice, v any) error {
 	// proto.Unmarshal copies bytes fields out of buf, so the pooled buffer
 	// can be reused as soon as this returns.
 	return proto.Unmarshal(buf.ReadOnlyData(), m)
+}
+
+// leadingRecords reports whether data starts with field 1 as length-delimited
+// bytes (how proto.Marshal and MarshalAlias lay out a FetchResponse): n is
+// the length of its tag and size prefix, size that of its content.
+func leadingRecords(data mem.BufferSlice) (n, size int, ok bool) {
+	// The tag and size are in the first frame's buffer in practice; a
+	// prefix split across buffers just takes the other path.
+	var head []byte
+	if len(data) > 0 {
+		head = data[0].ReadOnlyData()
+	}
+	num, typ, tn := protowire.ConsumeTag(head)
+	if tn < 0 || num != 1 || typ != protowire.BytesType {
+		return 0, 0, false
+	}
+	v, vn := protowire.ConsumeVarint(head[tn:])
+	if vn < 0 || v > uint64(data.Len()-tn-vn) {
+		return 0, 0, false
+	}
+	return tn + vn, int(v), true
+}
+
+// RecycleRecords gives the buffer of a record set this codec decoded
+// (FetchResponse.Records of a fetch answer) back to the transport pool, so
+// the next fetch copies into it instead of into a fresh allocation that the
+// runtime zeroes (a megabyte memclr and garbage per fetch). The caller must
+// hold the only reference to recs and drop it: the buffer is handed out
+// again. Not calling it is always safe; the garbage collector then reclaims
+// the buffer.
+func RecycleRecords(recs []byte) {
+	if cap(recs) < aliasMin {
+		return
+	}
+	recs = recs[:0]
+	transportPool.Put(&recs)
 }

@@ -12,13 +12,20 @@ import (
 // grows on demand from pipeMinBuffer to pipeMaxBuffer. Unlike net.Pipe, a
 // write does not wait for the reader, so gRPC's writer and reader
 // goroutines run without a rendezvous per frame; unlike a socket, nothing
-// crosses the kernel.
+// crosses the kernel. A reader that finds the ring empty leaves its buffer
+// for the next write, which copies straight into it: one copy per byte
+// instead of two (into the ring and out of it) whenever the reader keeps up.
 type pipe struct {
+	// rmu makes concurrent reads take turns, as a socket's do: only one
+	// reader may park with its buffer out for writes.
+	rmu      sync.Mutex
 	mu       sync.Mutex
 	buf      []byte
 	r, n     int           // read position and buffered bytes
 	closed   bool          // the writing end closed: reads drain, then EOF
 	rclosed  bool          // the reading end closed: writes fail
+	waiting  []byte        // a parked reader's buffer, while the ring is empty
+	handed   int           // bytes a write copied into waiting
 	readable chan struct{} // cap 1: data arrived or closed
 	writable chan struct{} // cap 1: space freed or closed
 }
@@ -45,6 +52,8 @@ func (p *pipe) read(b []byte, dl *deadline) (int, error) {
 	if len(b) == 0 {
 		return 0, nil
 	}
+	p.rmu.Lock()
+	defer p.rmu.Unlock()
 	for {
 		p.mu.Lock()
 		if p.rclosed {
@@ -71,10 +80,22 @@ func (p *pipe) read(b []byte, dl *deadline) (int, error) {
 			p.mu.Unlock()
 			return 0, io.EOF
 		}
+		p.waiting, p.handed = b, 0
 		p.mu.Unlock()
+		var expired bool
 		select {
 		case <-p.readable:
 		case <-dl.wait():
+			expired = true
+		}
+		p.mu.Lock()
+		n := p.handed
+		p.waiting, p.handed = nil, 0
+		p.mu.Unlock()
+		switch {
+		case n > 0: // a write filled b (possibly as the deadline passed)
+			return n, nil
+		case expired:
 			return 0, os.ErrDeadlineExceeded
 		}
 	}
@@ -87,6 +108,17 @@ func (p *pipe) write(b []byte, dl *deadline) (int, error) {
 		if p.closed || p.rclosed {
 			p.mu.Unlock()
 			return written, net.ErrClosed
+		}
+		if p.waiting != nil && p.handed == 0 {
+			// The ring is empty (a reader parks only then, and nothing
+			// is written while it is parked but into its buffer).
+			c := copy(p.waiting, b)
+			p.handed = c
+			b = b[c:]
+			written += c
+			p.mu.Unlock()
+			signal(p.readable)
+			continue
 		}
 		if free := len(p.buf) - p.n; free < len(b) && len(p.buf) < pipeMaxBuffer {
 			p.grow(p.n + len(b))
@@ -151,6 +183,7 @@ func (p *pipe) closeRead() {
 	p.mu.Lock()
 	p.rclosed = true
 	p.buf, p.n, p.r = nil, 0, 0
+	p.waiting, p.handed = nil, 0
 	p.mu.Unlock()
 	signal(p.readable)
 	signal(p.writable)

@@ -3,6 +3,7 @@ package wire
 import (
 	"bytes"
 	"encoding/binary"
+	"reflect"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -343,5 +344,46 @@ func TestBatchDecodeIsZeroAllocation(t *testing.T) {
 	})
 	if allocs != 0 {
 		t.Fatalf("parse and iterate a 1,000-record batch: %.1f allocations", allocs)
+	}
+}
+
+func TestDecodeBatchOwnedAliasesItsInput(t *testing.T) {
+	rec := expectedFullRecord(RecordVersion3)
+	rec.EventID, rec.PayloadDigest = "ev-1", "sha256:00"
+	in := &Batch{BatchHeader: BatchHeader{Topic: rec.Topic, Partition: rec.Partition, Acks: "1"}, Records: []Record{rec, rec}}
+	b, err := in.AppendTo(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := DecodeBatch(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := DecodeBatchOwned(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("DecodeBatchOwned = %+v, want %+v", got, want)
+	}
+	orig := bytes.Clone(b)
+	for _, r := range got.Records {
+		// Writing and appending to a handed-out byte field never reaches
+		// the strings that view the same input.
+		for j := range r.Payload {
+			r.Payload[j] = 'X'
+		}
+		_ = append(r.Payload, 'Y')
+		_ = append(r.ControlKey, 'Y')
+	}
+	if bytes.Equal(b, orig) {
+		t.Fatal("the payloads are copies, not views of the input")
+	}
+	for i := range got.Records {
+		g, w := got.Records[i], want.Records[i]
+		g.Payload, w.Payload = nil, nil
+		if !reflect.DeepEqual(g, w) {
+			t.Fatalf("record %d changed with its payload: %+v, want %+v", i, g, w)
+		}
 	}
 }

@@ -2,6 +2,7 @@ package wire
 
 import (
 	"encoding/binary"
+	"unsafe"
 
 	"github.com/strataio/strata/libs/errcode"
 )
@@ -212,13 +213,30 @@ func (b *Batch) AppendTo(dst []byte) ([]byte, error) {
 // All strings share one copy of b and all byte fields another, so the cost is
 // a few allocations per batch, not per field.
 func DecodeBatch(b []byte) (*Batch, error) {
+	return decodeBatch(b, false)
+}
+
+// DecodeBatchOwned is DecodeBatch for a b the caller hands over: the records
+// alias b instead of two copies of it (a megabyte CONSUME reply was copied
+// twice after being read). The caller must neither use nor change b
+// afterwards. The strings view b without a copy, which is sound because
+// nothing can write b any more: the byte fields handed out (Payload,
+// ControlKey, ControlValue) cover other bytes than the strings and are
+// capped, so writing or appending to them never reaches a string.
+func DecodeBatchOwned(b []byte) (*Batch, error) {
+	return decodeBatch(b, true)
+}
+
+func decodeBatch(b []byte, owned bool) (*Batch, error) {
 	v, err := ParseBatch(b)
 	if err != nil {
 		return nil, err
 	}
+	s, c := unsafe.String(unsafe.SliceData(b), len(b)), b
+	if !owned {
+		s, c = string(b), append([]byte(nil), b...)
+	}
 	out := &Batch{BatchHeader: v.Header(), Records: make([]Record, 0, v.count)}
-	s := string(b)
-	c := append([]byte(nil), b...)
 	it := v.Records()
 	for it.next() {
 		at := it.pos - len(it.cur.b) // the record's first byte within b

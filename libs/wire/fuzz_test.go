@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"reflect"
 	"runtime/metrics"
 	"testing"
 
@@ -345,6 +346,10 @@ func FuzzParseBatch(f *testing.F) {
 		}
 		// The struct form re-encodes to the same values.
 		reencodes(t, "decoded batch", decoded, decoded.AppendTo, DecodeBatch, cmpEmpty)
+		// Decoding a handed-over copy gives the same values.
+		if owned, err := DecodeBatchOwned(bytes.Clone(b)); err != nil || !reflect.DeepEqual(owned, decoded) {
+			t.Fatalf("DecodeBatchOwned = %+v, %v; DecodeBatch = %+v", owned, err, decoded)
+		}
 		// Patching keeps the batch valid.
 		c := bytes.Clone(b)
 		pv, _ := ParseBatch(c)

@@ -12,6 +12,7 @@ import (
 	"github.com/strataio/strata/gateway/internal/route"
 	"github.com/strataio/strata/libs/errcode"
 	"github.com/strataio/strata/libs/placement"
+	"github.com/strataio/strata/libs/rpc"
 	"github.com/strataio/strata/libs/wire"
 	coordinatorv1 "github.com/strataio/strata/proto/strata/coordinator/v1"
 	metav1 "github.com/strataio/strata/proto/strata/meta/v1"
@@ -205,25 +206,30 @@ func (h *Handlers) fetchOnce(ctx context.Context, topic string, part int32, offs
 var batchBuilders = sync.Pool{New: func() any { return new(wire.BatchBuilder) }}
 
 // appendBatch encodes a fetched record set as a CBV2 batch into out: the
-// records are copied once, as stored (offsets already assigned).
+// records are copied once, as stored (offsets already assigned). The
+// fetched buffer then goes back to the transport pool (rpc.RecycleRecords):
+// resp.Records is nil afterwards and the reply holds the only copy.
 func appendBatch(out []byte, topic string, part int32, resp *partitionv1.FetchResponse) ([]byte, error) {
 	bb := batchBuilders.Get().(*wire.BatchBuilder)
 	defer batchBuilders.Put(bb)
 	if err := bb.Reset(out, wire.BatchHeader{Topic: topic, Partition: part, Acks: "1"}); err != nil {
 		return nil, err
 	}
-	if len(resp.GetRecords()) > 0 {
-		if err := bb.AppendRecords(resp.GetRecords()); err != nil {
+	recs := resp.GetRecords()
+	if len(recs) > 0 {
+		resp.Records = nil
+		defer rpc.RecycleRecords(recs)
+		if err := bb.AppendRecords(recs); err != nil {
 			return nil, err
 		}
 	}
 	return bb.Bytes()
 }
 
-// countDelivered counts a fetch's records delivered to a client.
-func (h *Handlers) countDelivered(topic string, resp *partitionv1.FetchResponse) {
-	h.m.ConsumeRecords.WithLabelValues(topic).Add(float64(resp.GetRecordCount()))
-	h.m.ConsumeBytes.WithLabelValues(topic).Add(float64(len(resp.GetRecords())))
+// countDelivered counts records and bytes of a fetch delivered to a client.
+func (h *Handlers) countDelivered(topic string, records uint32, bytes int) {
+	h.m.ConsumeRecords.WithLabelValues(topic).Add(float64(records))
+	h.m.ConsumeBytes.WithLabelValues(topic).Add(float64(bytes))
 }
 
 // consume is CONSUME: one batch from the start offset, long-polling up to
@@ -246,7 +252,7 @@ func (h *Handlers) consume(ctx context.Context, c *command.Call) ([]byte, error)
 		if err != nil {
 			return nil, err
 		}
-		h.countDelivered(t.GetConfig().GetName(), resp)
+		h.countDelivered(t.GetConfig().GetName(), resp.GetRecordCount(), len(resp.GetRecords()))
 		return appendBatch(c.Out, t.GetConfig().GetName(), a.partition, resp)
 	}
 	// A batch frame carries one topic, so a pattern is served by the first
@@ -274,7 +280,7 @@ func (h *Handlers) consume(ctx context.Context, c *command.Call) ([]byte, error)
 				return nil, err
 			}
 			if resp.GetRecordCount() > 0 {
-				h.countDelivered(name, resp)
+				h.countDelivered(name, resp.GetRecordCount(), len(resp.GetRecords()))
 				return appendBatch(c.Out, name, a.partition, resp)
 			}
 		}

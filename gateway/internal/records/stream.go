@@ -95,6 +95,7 @@ func (h *Handlers) pushStream(ctx context.Context, conn command.Conn, req wire.H
 		} else {
 			failingSince = time.Time{}
 			if resp.GetRecordCount() > 0 {
+				n, size := resp.GetRecordCount(), len(resp.GetRecords())
 				p, err := appendBatch(buf[:0], a.topic, a.partition, resp)
 				if err != nil {
 					closeWith(wire.StreamControl{Reason: wire.CloseError})
@@ -104,7 +105,7 @@ func (h *Handlers) pushStream(ctx context.Context, conn command.Conn, req wire.H
 					return
 				}
 				buf = p[:0]
-				h.countDelivered(a.topic, resp)
+				h.countDelivered(a.topic, n, size)
 				offset = resp.GetNextOffset()
 				lastSend = time.Now()
 				continue

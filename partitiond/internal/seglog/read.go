@@ -67,6 +67,20 @@ type batchFn func(h *segment.Header, raw, recs []byte) (stop bool, err error)
 // segment (or limit) starts. Every batch's CRC is checked: damage found by a
 // read is errcode.StorageCorrupt.
 func (l *Log) walk(from, limit uint64, chunk int, fn batchFn, segEnd func(boundary uint64)) error {
+	return l.walkOwning(from, limit, chunk, nil, fn, segEnd)
+}
+
+// handover lets a walk's batchFn keep a large batch instead of copying it:
+// for a batch larger than the read chunk for which want returns true, the
+// walk reads the batch into a fresh buffer of its own (not the pooled one)
+// and sets fresh while fn runs; fn may then keep raw and recs.
+type handover struct {
+	want  func(h *segment.Header) bool
+	fresh bool
+}
+
+// walkOwning is walk with a handover (nil: none).
+func (l *Log) walkOwning(from, limit uint64, chunk int, own *handover, fn batchFn, segEnd func(boundary uint64)) error {
 	if l.isShut() {
 		return errcode.StorageUnavailable.New("partition log closed", "dir", l.cfg.Dir)
 	}
@@ -100,7 +114,7 @@ func (l *Log) walk(from, limit uint64, chunk int, fn batchFn, segEnd func(bounda
 		start := s.lookupLocked(from)
 		s.mu.RUnlock()
 		if start < end {
-			stop, err := l.walkSegment(s, start, end, limit, chunk, fn)
+			stop, err := l.walkSegment(s, start, end, limit, chunk, own, fn)
 			if err != nil || stop {
 				return err
 			}
@@ -127,7 +141,7 @@ func (l *Log) openReader(s *seg) func() (fsys.File, error) {
 	}
 }
 
-func (l *Log) walkSegment(s *seg, pos, end int64, limit uint64, chunk int, fn batchFn) (bool, error) {
+func (l *Log) walkSegment(s *seg, pos, end int64, limit uint64, chunk int, own *handover, fn batchFn) (bool, error) {
 	e, err := l.cfg.Cache.acquire(s, l.openReader(s))
 	if err != nil {
 		if err == errRetired {
@@ -178,6 +192,7 @@ func (l *Log) walkSegment(s *seg, pos, end int64, limit uint64, chunk int, fn ba
 			}
 			var b []byte
 			var big *[]byte // pooled buffer of a batch larger than buf
+			handed := false // b is fresh, for fn to keep
 			if int64(h.Length) <= n-p {
 				b = rest[:h.Length]
 			} else if p > 0 {
@@ -187,8 +202,13 @@ func (l *Log) walkSegment(s *seg, pos, end int64, limit uint64, chunk int, fn ba
 				// read and read only the remainder, into a pooled buffer
 				// when it fits one (large batches are the common case
 				// of big fetches; a fresh zeroed allocation per read
-				// costs as much as the copy).
-				if h.Length <= largeChunk {
+				// costs as much as the copy) — unless fn takes the batch
+				// as it is, then into a buffer fn keeps: the zeroing
+				// costs less than fn's copy out of the pooled one.
+				handed = own != nil && own.want(&h)
+				if handed {
+					b = make([]byte, h.Length)
+				} else if h.Length <= largeChunk {
 					big = largeBufs.Get().(*[]byte)
 					b = (*big)[:h.Length]
 				} else {
@@ -201,6 +221,9 @@ func (l *Log) walkSegment(s *seg, pos, end int64, limit uint64, chunk int, fn ba
 					}
 					return false, errcode.StorageUnavailable.New("read segment: "+err.Error(), "segment", s.path)
 				}
+			}
+			if own != nil {
+				own.fresh = handed
 			}
 			stop, err := l.visitBatch(b, limit, fn, func(prob segment.Problem) error { return corrupt(pos+p, prob.String()) })
 			if big != nil {
@@ -254,6 +277,12 @@ func (l *Log) read(from uint64, maxRecords, maxBytes int, limit uint64, skip fun
 		chunk = largeChunk
 	}
 	var out []byte
+	// A batch that will be the whole answer (below) is read straight into
+	// the answer when it is larger than the chunk — a consumer asking for
+	// as many records as its producer batches.
+	own := &handover{want: func(h *segment.Header) bool {
+		return out == nil && h.BaseOffset >= from && int(h.RecordCount) == maxRecords && int(h.Length)-h.Len() <= maxBytes
+	}}
 	fn := func(h *segment.Header, _, recs []byte) (bool, error) {
 		if h.LastOffset() < from {
 			return false, nil
@@ -265,10 +294,16 @@ func (l *Log) read(from uint64, maxRecords, maxBytes int, limit uint64, skip fun
 		whole := h.BaseOffset >= from && res.Count+int(h.RecordCount) <= maxRecords && len(out)+len(recs) <= maxBytes
 		if out == nil && whole && res.Count+int(h.RecordCount) == maxRecords {
 			// This batch is the whole read (a consumer asking for as many
-			// records as its producer batches): an exact copy. append
-			// into nil does not zero the bytes it copies over, make does
-			// (a megabyte memclr per fetch in consume profiles).
-			out = append([]byte(nil), recs...)
+			// records as its producer batches): the batch's own buffer
+			// when the walk read it into a fresh one, else an exact
+			// copy. append into nil does not zero the bytes it copies
+			// over, make does (a megabyte memclr per fetch in consume
+			// profiles).
+			if own.fresh {
+				out = recs[:len(recs):len(recs)]
+			} else {
+				out = append([]byte(nil), recs...)
+			}
 			res.Count += int(h.RecordCount)
 			res.Next = h.NextOffset()
 			return true, nil
@@ -303,7 +338,7 @@ func (l *Log) read(from uint64, maxRecords, maxBytes int, limit uint64, skip fun
 		return false, nil
 	}
 	segEnd := func(boundary uint64) { res.Next = max(res.Next, boundary) }
-	if err := l.walk(from, limit, chunk, fn, segEnd); err != nil {
+	if err := l.walkOwning(from, limit, chunk, own, fn, segEnd); err != nil {
 		return ReadResult{}, err
 	}
 	res.Records = out

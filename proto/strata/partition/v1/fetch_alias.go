@@ -56,6 +56,23 @@ func (x *FetchResponse) UnmarshalAlias(b []byte) error {
 	return nil
 }
 
+// UnmarshalAliasRecords is UnmarshalAlias for an encoding the caller split
+// after its leading records field (field 1, first in proto.Marshal's
+// output): records is that field's content and becomes x.Records as it is,
+// capacity included; rest is the encoding of the fields after it. libs/rpc's
+// codec copies a fetched record set alone into a pooled buffer this way, so
+// the gateway can give the buffer back to the pool once it has copied the
+// records into its reply. The caller owns both and never changes them.
+func (x *FetchResponse) UnmarshalAliasRecords(records, rest []byte) error {
+	if err := x.UnmarshalAlias(rest); err != nil {
+		return err
+	}
+	if x.Records == nil { // a later records field in rest wins, as in proto
+		x.Records = records
+	}
+	return nil
+}
+
 // MarshalAlias returns x's encoding in three parts whose concatenation is
 // proto.Marshal's output (fields in number order, records first): the
 // records field's tag and length, x.Records itself (not a copy), and the
