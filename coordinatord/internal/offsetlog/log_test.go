@@ -358,10 +358,10 @@ func TestReplayRestoresTxnMarks(t *testing.T) {
 func TestDecodeRefusesIncompleteTxnMarks(t *testing.T) {
 	ok := TxnMark("g", 7, "tx", group.TxnMark{ProducerID: "p", Epoch: 1, Partitions: []group.TP{tp("t", 0)}, Marked: time.UnixMilli(1)})
 	for name, v := range map[string]Value{
-		"no producer":   func() Value { v := ok; v.ProducerID = ""; return v }(),
-		"no epoch":      func() Value { v := ok; v.Epoch = 0; return v }(),
-		"no partitions": func() Value { v := ok; v.Partitions = nil; return v }(),
-		"no txn id":     func() Value { v := ok; v.TransactionalID = ""; return v }(),
+		"no producer":               func() Value { v := ok; v.ProducerID = ""; return v }(),
+		"no epoch":                  func() Value { v := ok; v.Epoch = 0; return v }(),
+		"no partitions":             func() Value { v := ok; v.Partitions = nil; return v }(),
+		"no txn id":                 func() Value { v := ok; v.TransactionalID = ""; return v }(),
 		"clear without incarnation": TxnMarkClear("g", 0, "tx"),
 	} {
 		b, _ := json.Marshal(v)

@@ -66,7 +66,9 @@ func offsetKey(quotedGroup string, tp group.TP) string {
 // TxnMarkKey is the key of a transaction's pending offset mark on a group:
 // one per (group, transactional_id), as a transactional_id runs one
 // transaction at a time.
-func TxnMarkKey(g, txnID string) string { return "txnmark/" + strconv.Quote(g) + "/" + strconv.Quote(txnID) }
+func TxnMarkKey(g, txnID string) string {
+	return "txnmark/" + strconv.Quote(g) + "/" + strconv.Quote(txnID)
+}
 
 // TxnMark builds a pending mark of g's partitions parts for the
 // transaction m.
