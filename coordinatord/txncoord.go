@@ -847,16 +847,7 @@ func (r *Role) checkTxnReady(v *metaclient.View) error {
 func (r *Role) groupCoordinator(name string) (coordinatorv1.CoordinatorServiceClient, error) {
 	v := r.meta.Cache().View()
 	p := groups.Partition(name, groups.OffsetsPartitions(v, r.cfg.OffsetsPartitions))
-	owner := groups.PartitionOwner(r.ring(v), p)
-	n, ok := v.Node(owner)
-	if owner == "" || !ok || n.GetRpcAddress() == "" {
-		return nil, errcode.CoordinatorNotAvailable.New("the group's coordinator is unknown", "group", name, "reason", "no_coordinator")
-	}
-	conn, err := r.env.Clients.Get(n.GetRpcAddress())
-	if err != nil {
-		return nil, errcode.CoordinatorNotAvailable.New("dial the group's coordinator: "+err.Error(), "group", name)
-	}
-	return coordinatorv1.NewCoordinatorServiceClient(conn), nil
+	return r.coordinatorClient(v, groups.PartitionOwner(r.ring(v), p), "the group's coordinator", "group", name)
 }
 
 // txnCoordinator returns a client of the coordinatord owning the
@@ -864,13 +855,19 @@ func (r *Role) groupCoordinator(name string) (coordinatorv1.CoordinatorServiceCl
 func (r *Role) txnCoordinator(id string) (coordinatorv1.CoordinatorServiceClient, error) {
 	v := r.meta.Cache().View()
 	owner := r.ring(v).Owner(ring.TxnShardKey(placement.TxnShard(id, r.txnShards(v))))
+	return r.coordinatorClient(v, owner, "the transaction coordinator", "transactional_id", id)
+}
+
+// coordinatorClient returns a client of coordinatord node owner (what, key
+// and name describe it in errors).
+func (r *Role) coordinatorClient(v *metaclient.View, owner, what, key, name string) (coordinatorv1.CoordinatorServiceClient, error) {
 	n, ok := v.Node(owner)
 	if owner == "" || !ok || n.GetRpcAddress() == "" {
-		return nil, errcode.CoordinatorNotAvailable.New("the transaction coordinator is unknown", "transactional_id", id, "reason", "no_coordinator")
+		return nil, errcode.CoordinatorNotAvailable.New(what+" is unknown", key, name, "reason", "no_coordinator")
 	}
 	conn, err := r.env.Clients.Get(n.GetRpcAddress())
 	if err != nil {
-		return nil, errcode.CoordinatorNotAvailable.New("dial the transaction coordinator: "+err.Error(), "transactional_id", id)
+		return nil, errcode.CoordinatorNotAvailable.New("dial "+what+": "+err.Error(), key, name)
 	}
 	return coordinatorv1.NewCoordinatorServiceClient(conn), nil
 }
