@@ -47,10 +47,6 @@ type txnCopier struct {
 // stages list for member of group copy on topic in.
 func (x *txnCopier) stage(member string, gen uint64, list string) {
 	x.t.Helper()
-	// The member stays alive (the test configuration's session is 400 ms).
-	if _, err := x.cl.Heartbeat(x.ctx, &coordinatorv1.HeartbeatRequest{Group: "copy", Member: member, Topic: "in", Generation: u64(gen)}); err != nil {
-		x.t.Fatal(err)
-	}
 	ini, err := x.cl.InitProducerId(x.ctx, &coordinatorv1.InitProducerIdRequest{TransactionalId: x.id})
 	if err != nil {
 		x.t.Fatal(err)
@@ -98,6 +94,20 @@ func wantFetched(t *testing.T, ctx context.Context, cl coordinatorv1.Coordinator
 	}
 }
 
+// startTxnGroups runs the fakes with topic out and one coordinatord whose
+// members' sessions outlast a test on a loaded machine (a transaction's
+// staging is checked against the member, which sends no heartbeats here).
+func startTxnGroups(t *testing.T) (*cluster, *coord) {
+	t.Helper()
+	c := newCluster(t)
+	c.putTopic("out", 1, 0)
+	cfg := testConfig(c)
+	cfg.SessionTimeout = time.Minute
+	co := startCoord(t, c, "c1", cfg)
+	co.waitReady(t)
+	return c, co
+}
+
 // startCopyGroup registers group copy on topic in (2 partitions) and joins
 // one member, which holds both partitions.
 func startCopyGroup(t *testing.T, ctx context.Context, c *cluster, cl coordinatorv1.CoordinatorServiceClient) *coordinatorv1.JoinGroupResponse {
@@ -119,7 +129,7 @@ func startCopyGroup(t *testing.T, ctx context.Context, c *cluster, cl coordinato
 // of the previous epoch by INIT_PRODUCER_ID) the old ones. Partitions the
 // transaction did not stage stay readable throughout.
 func TestTxnOffsetMarks(t *testing.T) {
-	c, co := startSingle(t, "out", 1)
+	c, co := startTxnGroups(t)
 	ctx := ctxT(t)
 	cl := co.client
 	j := startCopyGroup(t, ctx, c, cl)
@@ -178,7 +188,7 @@ func TestTxnOffsetMarks(t *testing.T) {
 // (here: one the transaction coordinator never heard of) is resolved —
 // cleared, durably — once it is older than twice transaction_timeout.
 func TestTxnOffsetMarkReplayAndResolution(t *testing.T) {
-	c, co := startSingle(t, "out", 1)
+	c, co := startTxnGroups(t)
 	ctx := ctxT(t)
 	j := startCopyGroup(t, ctx, c, co.client)
 	if _, err := co.client.CommitOffset(ctx, &coordinatorv1.CommitOffsetRequest{Group: "copy", Topic: "in", Partition: 1, Offset: 3,
@@ -242,7 +252,7 @@ func TestTxnOffsetMarkReplayAndResolution(t *testing.T) {
 // unstable_offset_commit (never the old offset), and once the write goes
 // through it reads the committed one.
 func TestTxnOffsetWindowHeld(t *testing.T) {
-	c, co := startSingle(t, "out", 1)
+	c, co := startTxnGroups(t)
 	ctx := ctxT(t)
 	j := startCopyGroup(t, ctx, c, co.client)
 	x := &txnCopier{t: t, ctx: ctx, cl: co.client, id: "copier"}
