@@ -182,3 +182,48 @@ func BenchmarkParallelFetchOffset(b *testing.B) {
 	})
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "reads/s")
 }
+
+// BenchmarkTxnWithOffsets measures one consume-process-produce transaction
+// against the fakes: BEGIN_TXN (a fresh epoch by INIT_PRODUCER_ID), one
+// TXN_PUBLISH, SEND_OFFSETS_TO_TXN of one partition and END_TXN commit. It
+// reports the SEND_OFFSETS_TO_TXN and END_TXN latencies, where the pending
+// offset mark costs its writes (docs/transactions.md).
+func BenchmarkTxnWithOffsets(b *testing.B) {
+	co, j := benchGroup(b, 4)
+	ctx := context.Background()
+	cl := co.client
+	var send, end []time.Duration
+	b.ResetTimer()
+	for i := range b.N {
+		ini, err := cl.InitProducerId(ctx, &coordinatorv1.InitProducerIdRequest{TransactionalId: "bench-copier"})
+		if err != nil {
+			b.Fatal(err)
+		}
+		pid, ep := ini.GetProducerId(), ini.GetEpoch()
+		if _, err := cl.BeginTxn(ctx, &coordinatorv1.BeginTxnRequest{TransactionalId: "bench-copier", ProducerId: pid, Epoch: ep}); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := cl.TxnPublish(ctx, &coordinatorv1.TxnPublishRequest{TransactionalId: "bench-copier", ProducerId: pid, Epoch: ep, Seq: 1,
+			Topic: "bench", Records: txnRecord(b, "bench", "x"), RecordCount: 1}); err != nil {
+			b.Fatal(err)
+		}
+		start := time.Now()
+		if _, err := cl.SendOffsetsToTxn(ctx, &coordinatorv1.SendOffsetsToTxnRequest{TransactionalId: "bench-copier", ProducerId: pid, Epoch: ep,
+			Topic: "bench", Group: "bg", Member: j.GetMember(), Generation: j.GetGeneration(), OffsetsList: fmt.Sprintf("P0:%d", i+1)}); err != nil {
+			b.Fatal(err)
+		}
+		send = append(send, time.Since(start))
+		start = time.Now()
+		if _, err := cl.EndTxn(ctx, &coordinatorv1.EndTxnRequest{TransactionalId: "bench-copier", ProducerId: pid, Epoch: ep, Commit: true}); err != nil {
+			b.Fatal(err)
+		}
+		end = append(end, time.Since(start))
+	}
+	b.StopTimer()
+	slices.Sort(send)
+	slices.Sort(end)
+	b.ReportMetric(float64(send[len(send)/2].Microseconds()), "send-p50-µs")
+	b.ReportMetric(float64(send[len(send)*99/100].Microseconds()), "send-p99-µs")
+	b.ReportMetric(float64(end[len(end)/2].Microseconds()), "commit-p50-µs")
+	b.ReportMetric(float64(end[len(end)*99/100].Microseconds()), "commit-p99-µs")
+}

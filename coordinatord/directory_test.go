@@ -418,8 +418,8 @@ func TestPolicyLetsCoordinatorsListGroupsOnly(t *testing.T) {
 	pol := Policy()
 	for _, m := range coordinatorv1.CoordinatorService_ServiceDesc.Methods {
 		allowed := pol[svc+m.MethodName]
-		if m.MethodName == "ValidateTxnOffsets" || m.MethodName == "CommitTxnOffsets" {
-			// Transaction coordinator -> group coordinator only.
+		if slices.Contains([]string{"ValidateTxnOffsets", "CommitTxnOffsets", "AbortTxnOffsets", "TxnOffsetsPending"}, m.MethodName) {
+			// Between the transaction and the group coordinator only.
 			if !slices.Equal(allowed, []pki.Role{pki.RoleCoordinatord, pki.RoleAdmin}) {
 				t.Errorf("%s: allowed %v", m.MethodName, allowed)
 			}

@@ -106,6 +106,10 @@ func Policy() rpc.Policy {
 	// coordinator to validate and commit transactional offsets.
 	p[svc+"ValidateTxnOffsets"] = []pki.Role{pki.RoleCoordinatord, pki.RoleAdmin}
 	p[svc+"CommitTxnOffsets"] = []pki.Role{pki.RoleCoordinatord, pki.RoleAdmin}
+	p[svc+"AbortTxnOffsets"] = []pki.Role{pki.RoleCoordinatord, pki.RoleAdmin}
+	// A group's coordinator asks the transaction coordinator whether a
+	// pending offset mark's transaction is still pending.
+	p[svc+"TxnOffsetsPending"] = []pki.Role{pki.RoleCoordinatord, pki.RoleAdmin}
 	return p
 }
 

@@ -432,7 +432,12 @@ func (x *service) FetchOffset(ctx context.Context, req *coordinatorv1.FetchOffse
 	if topic == "" {
 		topic = g.Selector.Topic
 	}
-	off, ok := g.Committed(group.TP{Topic: topic, Partition: req.GetPartition()})
+	tp := group.TP{Topic: topic, Partition: req.GetPartition()}
+	if id, pending := g.PendingTxn(tp); pending {
+		return nil, errcode.UnstableOffsetCommit.New("a transaction in flight staged offsets of this partition; retry once it commits or aborts",
+			"group", g.Name, "topic", topic, "partition", itoa(tp.Partition), "transactional_id", id)
+	}
+	off, ok := g.Committed(tp)
 	return &coordinatorv1.FetchOffsetResponse{Offset: off, Found: ok}, nil
 }
 
@@ -505,13 +510,36 @@ func (s *service) AbortTxn(ctx context.Context, req *coordinatorv1.AbortTxnReque
 }
 
 // ValidateTxnOffsets checks a transaction's staged offsets on the group's
-// coordinator (group.CheckTxnOffsets); nothing is written.
+// coordinator (group.CheckTxnOffsets) and makes sure a pending mark of the
+// transaction covers their partitions, durably, before it answers: from
+// then until the commit writes the offsets (CommitTxnOffsets) or the abort
+// drops them (AbortTxnOffsets), FetchOffset answers unstable_offset_commit
+// for them (docs/transactions.md, "Pending transactional offsets").
 func (x *service) ValidateTxnOffsets(ctx context.Context, req *coordinatorv1.ValidateTxnOffsetsRequest) (*coordinatorv1.ValidateTxnOffsetsResponse, error) {
-	return withGroup(x.r, req.GetGroup(), func(_ *shard, g *group.Group) (*coordinatorv1.ValidateTxnOffsetsResponse, error) {
+	ref := req.GetTxn()
+	if ref.GetTransactionalId() == "" || ref.GetProducerId() == "" || ref.GetEpoch() <= 0 {
+		return nil, errcode.MissingParameter.New("the staging transaction is required", "param", "txn")
+	}
+	return withGroup(x.r, req.GetGroup(), func(s *shard, g *group.Group) (*coordinatorv1.ValidateTxnOffsetsResponse, error) {
 		gen := req.GetGeneration()
-		entries, err := g.CheckTxnOffsets(req.GetTopic(), req.GetMember(), &gen, fromProtoOffsets(req.GetOffsets()), req.GetOffsetsList())
+		topic, entries, err := g.CheckTxnOffsets(req.GetTopic(), req.GetMember(), &gen, fromProtoOffsets(req.GetOffsets()), req.GetOffsetsList())
 		if err != nil {
 			return nil, err
+		}
+		cur, had := g.TxnMarks[ref.GetTransactionalId()]
+		if had && cur.ProducerID == ref.GetProducerId() && cur.Epoch > ref.GetEpoch() {
+			return nil, errcode.ProducerFenced.New("a later transaction of this transactional_id already staged offsets",
+				"transactional_id", ref.GetTransactionalId(), "group", g.Name)
+		}
+		m := group.TxnMark{ProducerID: ref.GetProducerId(), Epoch: ref.GetEpoch(), Marked: x.r.now()}
+		for _, e := range entries {
+			m.Partitions = append(m.Partitions, group.TP{Topic: topic, Partition: e.Partition})
+		}
+		if next, changed := m.Merge(cur, had); changed {
+			if err := x.r.write(ctx, s, []offsetlog.Value{offsetlog.TxnMark(g.Name, g.Incarnation, ref.GetTransactionalId(), next)}); err != nil {
+				return nil, err
+			}
+			g.TxnMarks[ref.GetTransactionalId()] = next
 		}
 		out := &coordinatorv1.ValidateTxnOffsetsResponse{Incarnation: g.Incarnation}
 		for _, e := range entries {
@@ -521,10 +549,23 @@ func (x *service) ValidateTxnOffsets(ctx context.Context, req *coordinatorv1.Val
 	})
 }
 
-// CommitTxnOffsets writes a committed transaction's staged offsets: the
-// commit is decided, so member and generation are not checked again (they
-// were just before the decision); only offsets above the committed ones are
-// written, and nothing for a group recreated since.
+// endsMark returns the clear record of the mark of transaction ref on g
+// when ref ends it: the same producer session at that epoch or a later
+// one (a delayed call of an earlier transaction never clears a later
+// transaction's mark).
+func endsMark(g *group.Group, ref *coordinatorv1.TxnRef) []offsetlog.Value {
+	m, ok := g.TxnMarks[ref.GetTransactionalId()]
+	if !ok || m.ProducerID != ref.GetProducerId() || m.Epoch > ref.GetEpoch() {
+		return nil
+	}
+	return []offsetlog.Value{offsetlog.TxnMarkClear(g.Name, g.Incarnation, ref.GetTransactionalId())}
+}
+
+// CommitTxnOffsets writes a committed transaction's staged offsets and
+// clears its pending mark in the same append: the commit is decided, so
+// member and generation are not checked again (they were just before the
+// decision); only offsets above the committed ones are written, and
+// nothing for a group recreated since.
 func (x *service) CommitTxnOffsets(ctx context.Context, req *coordinatorv1.CommitTxnOffsetsRequest) (*coordinatorv1.CommitTxnOffsetsResponse, error) {
 	s, e, err := x.r.existing(req.GetGroup())
 	if err != nil {
@@ -536,30 +577,63 @@ func (x *service) CommitTxnOffsets(ctx context.Context, req *coordinatorv1.Commi
 	}
 	defer e.mu.Unlock()
 	g := e.g
+	write := map[group.TP]uint64{}
 	if g.Incarnation != req.GetIncarnation() {
 		x.r.env.Logger.Warn("committed transaction's offsets dropped: the group was registered again", "group", req.GetGroup(),
 			"incarnation", g.Incarnation, "staged_incarnation", req.GetIncarnation())
-		return &coordinatorv1.CommitTxnOffsetsResponse{}, nil
-	}
-	write := map[group.TP]uint64{}
-	for _, o := range req.GetOffsets() {
-		tp := group.TP{Topic: o.GetTopic(), Partition: o.GetPartition()}
-		if cur, ok := g.Offsets[tp]; ok && o.GetOffset() <= cur {
-			continue
+	} else {
+		for _, o := range req.GetOffsets() {
+			tp := group.TP{Topic: o.GetTopic(), Partition: o.GetPartition()}
+			if cur, ok := g.Offsets[tp]; ok && o.GetOffset() <= cur {
+				continue
+			}
+			write[tp] = o.GetOffset()
 		}
-		write[tp] = o.GetOffset()
 	}
-	if len(write) > 0 {
-		if err := x.r.write(ctx, s, offsetValues(g, write)); err != nil {
+	markEnd := endsMark(g, req.GetTxn())
+	if vals := append(offsetValues(g, write), markEnd...); len(vals) > 0 {
+		if err := x.r.write(ctx, s, vals); err != nil {
 			return nil, err
 		}
-		for tp, off := range write {
-			g.SetOffset(tp, off)
-		}
+	}
+	for tp, off := range write {
+		g.SetOffset(tp, off)
+	}
+	if len(markEnd) > 0 {
+		delete(g.TxnMarks, req.GetTxn().GetTransactionalId())
+	}
+	if len(write) > 0 {
 		g.LastActivity = x.r.now()
 		x.r.m.commits.Add(float64(len(write)))
 	}
 	return &coordinatorv1.CommitTxnOffsetsResponse{Written: uint32(len(write))}, nil
+}
+
+// AbortTxnOffsets clears an aborted transaction's pending mark: its staged
+// offsets are never written, so the committed ones are stable again.
+func (x *service) AbortTxnOffsets(ctx context.Context, req *coordinatorv1.AbortTxnOffsetsRequest) (*coordinatorv1.AbortTxnOffsetsResponse, error) {
+	s, e, err := x.r.existing(req.GetGroup())
+	if err != nil {
+		if errcode.CodeOf(err) == errcode.GroupNotFound.Name() {
+			return &coordinatorv1.AbortTxnOffsetsResponse{}, nil
+		}
+		return nil, err
+	}
+	defer e.mu.Unlock()
+	g := e.g
+	markEnd := endsMark(g, req.GetTxn())
+	if len(markEnd) == 0 {
+		return &coordinatorv1.AbortTxnOffsetsResponse{}, nil
+	}
+	if err := x.r.write(ctx, s, markEnd); err != nil {
+		return nil, err
+	}
+	delete(g.TxnMarks, req.GetTxn().GetTransactionalId())
+	return &coordinatorv1.AbortTxnOffsetsResponse{Cleared: true}, nil
+}
+
+func (x *service) TxnOffsetsPending(ctx context.Context, req *coordinatorv1.TxnOffsetsPendingRequest) (*coordinatorv1.TxnOffsetsPendingResponse, error) {
+	return x.r.txnOffsetsPending(req)
 }
 
 func (x *service) SendOffsetsToTxn(ctx context.Context, req *coordinatorv1.SendOffsetsToTxnRequest) (*coordinatorv1.SendOffsetsToTxnResponse, error) {

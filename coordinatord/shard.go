@@ -276,6 +276,7 @@ func (r *Role) maintenanceLoop(ctx context.Context) {
 		v := r.meta.Cache().View()
 		for _, s := range r.readyShards() {
 			r.maintainShard(ctx, s, v)
+			r.resolveTxnMarks(ctx, s)
 		}
 		r.maintainTxns(ctx)
 	})
@@ -430,6 +431,9 @@ func (r *Role) refreshGroup(ctx context.Context, s *shard, e *entry, v *metaclie
 func (r *Role) deleteGroupLocked(ctx context.Context, s *shard, e *entry) error {
 	g := e.g
 	vals := offsetTombstones(g, group.SortTPs(slices.Collect(maps.Keys(g.Offsets))))
+	for _, id := range slices.Sorted(maps.Keys(g.TxnMarks)) {
+		vals = append(vals, offsetlog.TxnMarkClear(g.Name, g.Incarnation, id))
+	}
 	vals = append(vals, offsetlog.Value{V: offsetlog.FormatVersion, Type: offsetlog.TypeGroupTombstone, Group: g.Name, Incarnation: g.Incarnation})
 	if err := r.appendLog(ctx, s, vals); err != nil {
 		return err
@@ -524,4 +528,61 @@ func (r *Role) refreshHWM(ctx context.Context) {
 	r.mu.Lock()
 	r.hwm = next
 	r.mu.Unlock()
+}
+
+// resolveTxnMarks settles pending transactional offset marks that neither
+// the commit nor the abort of their transaction cleared in time (a
+// delayed staging call that arrived after the transaction ended, a mark
+// whose transaction never staged there, a clear lost with a coordinator):
+// a mark older than twice transaction_timeout is asked about at the
+// transaction coordinator (TxnOffsetsPending) and cleared once its
+// transaction can no longer commit offsets. It is never expired blindly: a
+// decided commit whose offsets are not written yet must stay unstable,
+// or a consumer would read the old offset and process the batch again.
+// The RPC runs without the group's lock (the transaction coordinator may
+// be calling this group's coordinator under its own lock).
+func (r *Role) resolveTxnMarks(ctx context.Context, s *shard) {
+	entries, ready := s.snapshot()
+	if !ready {
+		return
+	}
+	type candidate struct {
+		name, id string
+		e        *entry
+		m        group.TxnMark
+	}
+	var todo []candidate
+	cutoff := r.now().Add(-2 * r.cfg.TransactionTimeout)
+	for _, name := range slices.Sorted(maps.Keys(entries)) {
+		e := entries[name]
+		e.mu.Lock()
+		if e.g != nil {
+			for _, id := range slices.Sorted(maps.Keys(e.g.TxnMarks)) {
+				if m := e.g.TxnMarks[id]; m.Marked.Before(cutoff) {
+					todo = append(todo, candidate{name: name, id: id, e: e, m: m})
+				}
+			}
+		}
+		e.mu.Unlock()
+	}
+	for _, c := range todo {
+		pending, err := r.askTxnOffsetsPending(ctx, c.id, c.m)
+		if err != nil || pending {
+			if err != nil {
+				r.env.Logger.Warn("pending transactional offset mark not resolved yet", "group", c.name, "transactional_id", c.id, "err", err)
+			}
+			continue
+		}
+		c.e.mu.Lock()
+		if ok, err := s.current(c.name, c.e); err == nil && ok && c.e.g != nil {
+			if cur, ok := c.e.g.TxnMarks[c.id]; ok && cur.Same(c.m) {
+				if err := r.write(ctx, s, []offsetlog.Value{offsetlog.TxnMarkClear(c.name, c.e.g.Incarnation, c.id)}); err == nil {
+					delete(c.e.g.TxnMarks, c.id)
+					r.env.Logger.Info("pending transactional offset mark resolved: its transaction ended", "group", c.name,
+						"transactional_id", c.id, "producer_epoch", c.m.Epoch)
+				}
+			}
+		}
+		c.e.mu.Unlock()
+	}
 }

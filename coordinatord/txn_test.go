@@ -199,8 +199,13 @@ func TestTxnTimeoutAndReinitAbort(t *testing.T) {
 	_, err := cl.EndTxn(ctx, &coordinatorv1.EndTxnRequest{TransactionalId: "slow", ProducerId: pid, Epoch: ep, Commit: true})
 	wantTxnErr(t, "commit after timeout", err, errcode.TransactionAborted)
 
+	// The rest with a timeout that never fires: a restart (the open
+	// transaction "slow" is long aborted, nothing is left to recover).
+	co.stop()
 	cfg.TransactionTimeout = time.Hour
-	co.r.cfg.TransactionTimeout = time.Hour
+	co = startCoord(t, c, "c1", cfg)
+	co.waitReady(t)
+	cl = co.client
 	pid, ep = open("reinit")
 	ini, err := cl.InitProducerId(ctx, &coordinatorv1.InitProducerIdRequest{TransactionalId: "reinit"})
 	if err != nil || ini.GetEpoch() != ep+1 || ini.GetProducerId() != pid {
@@ -225,7 +230,7 @@ func TestTxnTimeoutAndReinitAbort(t *testing.T) {
 // group's coordinator, committed with the transaction and never with an
 // aborted one; a stale generation is refused when staging and at commit.
 func TestTxnSendOffsets(t *testing.T) {
-	c, co := startSingle(t, "out", 1)
+	c, co := startTxnGroups(t)
 	c.putTopic("in", 2, 0)
 	ctx := ctxT(t)
 	cl := co.client

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/strataio/strata/coordinatord/internal/group"
 	"github.com/strataio/strata/coordinatord/internal/txn"
 	"github.com/strataio/strata/coordinatord/internal/txnlog"
 	"github.com/strataio/strata/libs/errcode"
@@ -360,11 +361,16 @@ func (r *Role) completeTxn(ctx context.Context, s *txnShard, e *txnEntry) error 
 	// restarts in between resumes after the input already processed, and
 	// the output it produced becomes visible with the markers that follow
 	// (the commit is decided; recovery redoes both).
+	// An abort clears the pending mark of the staged offsets first too, so
+	// the group's consumers read the old committed offsets again at once.
 	if commit {
 		if err := r.commitStaged(ctx, t); err != nil {
 			return errcode.TransactionCommitFailed.New("staged offsets not committed yet (the commit is decided and is retried): "+errcode.From(err).Error(),
 				"transactional_id", t.ID)
 		}
+	} else if err := r.abortStaged(ctx, t); err != nil {
+		return errcode.TransactionAbortMarkerFailed.New("staged offsets' pending mark not cleared yet (retried): "+errcode.From(err).Error(),
+			"transactional_id", t.ID)
 	}
 	if err := r.writeMarkers(ctx, s, t, commit); err != nil {
 		if commit {
@@ -841,14 +847,27 @@ func (r *Role) checkTxnReady(v *metaclient.View) error {
 func (r *Role) groupCoordinator(name string) (coordinatorv1.CoordinatorServiceClient, error) {
 	v := r.meta.Cache().View()
 	p := groups.Partition(name, groups.OffsetsPartitions(v, r.cfg.OffsetsPartitions))
-	owner := groups.PartitionOwner(r.ring(v), p)
+	return r.coordinatorClient(v, groups.PartitionOwner(r.ring(v), p), "the group's coordinator", "group", name)
+}
+
+// txnCoordinator returns a client of the coordinatord owning the
+// transaction shard of transactional_id id.
+func (r *Role) txnCoordinator(id string) (coordinatorv1.CoordinatorServiceClient, error) {
+	v := r.meta.Cache().View()
+	owner := r.ring(v).Owner(ring.TxnShardKey(placement.TxnShard(id, r.txnShards(v))))
+	return r.coordinatorClient(v, owner, "the transaction coordinator", "transactional_id", id)
+}
+
+// coordinatorClient returns a client of coordinatord node owner (what, key
+// and name describe it in errors).
+func (r *Role) coordinatorClient(v *metaclient.View, owner, what, key, name string) (coordinatorv1.CoordinatorServiceClient, error) {
 	n, ok := v.Node(owner)
 	if owner == "" || !ok || n.GetRpcAddress() == "" {
-		return nil, errcode.CoordinatorNotAvailable.New("the group's coordinator is unknown", "group", name, "reason", "no_coordinator")
+		return nil, errcode.CoordinatorNotAvailable.New(what+" is unknown", key, name, "reason", "no_coordinator")
 	}
 	conn, err := r.env.Clients.Get(n.GetRpcAddress())
 	if err != nil {
-		return nil, errcode.CoordinatorNotAvailable.New("dial the group's coordinator: "+err.Error(), "group", name)
+		return nil, errcode.CoordinatorNotAvailable.New("dial "+what+": "+err.Error(), key, name)
 	}
 	return coordinatorv1.NewCoordinatorServiceClient(conn), nil
 }
@@ -856,11 +875,17 @@ func (r *Role) groupCoordinator(name string) (coordinatorv1.CoordinatorServiceCl
 // onGroupCoordinator runs fn on the group's coordinator, retrying while it
 // answers NOT_COORDINATOR or is unavailable (ownership moving).
 func (r *Role) onGroupCoordinator(ctx context.Context, name string, fn func(coordinatorv1.CoordinatorServiceClient) error) error {
+	return r.onCoordinator(ctx, func() (coordinatorv1.CoordinatorServiceClient, error) { return r.groupCoordinator(name) }, fn)
+}
+
+// onCoordinator runs fn on the coordinator resolve names, retrying while
+// it answers NOT_COORDINATOR or is unavailable, within the append timeout.
+func (r *Role) onCoordinator(ctx context.Context, resolve func() (coordinatorv1.CoordinatorServiceClient, error), fn func(coordinatorv1.CoordinatorServiceClient) error) error {
 	backoff := pace.Backoff{Initial: 20 * time.Millisecond, Max: 500 * time.Millisecond}
 	cctx, cancel := context.WithTimeout(ctx, r.cfg.AppendTimeout)
 	defer cancel()
 	for {
-		c, err := r.groupCoordinator(name)
+		c, err := resolve()
 		if err == nil {
 			err = fn(c)
 		}
@@ -870,14 +895,20 @@ func (r *Role) onGroupCoordinator(ctx context.Context, name string, fn func(coor
 	}
 }
 
-// validateStaged asks the group's coordinator to check offsets of topic for
-// session s (member, generation, ownership); it returns the parsed entries
-// and the group's incarnation.
-func (r *Role) validateStaged(ctx context.Context, s txn.Session, topic string, offs []*coordinatorv1.PartitionOffset, raw string) (*coordinatorv1.ValidateTxnOffsetsResponse, error) {
+// txnRef names t's current transaction to a group's coordinator.
+func txnRef(t *txn.Txn) *coordinatorv1.TxnRef {
+	return &coordinatorv1.TxnRef{TransactionalId: t.ID, ProducerId: t.ProducerID, Epoch: t.TxnEpoch}
+}
+
+// validateStaged asks the group's coordinator to check offsets of topic
+// for session s (member, generation, ownership) and to mark them pending
+// for t's transaction; it returns the parsed entries and the group's
+// incarnation.
+func (r *Role) validateStaged(ctx context.Context, t *txn.Txn, s txn.Session, topic string, offs []*coordinatorv1.PartitionOffset, raw string) (*coordinatorv1.ValidateTxnOffsetsResponse, error) {
 	var resp *coordinatorv1.ValidateTxnOffsetsResponse
 	err := r.onGroupCoordinator(ctx, s.Group, func(c coordinatorv1.CoordinatorServiceClient) (err error) {
 		resp, err = c.ValidateTxnOffsets(ctx, &coordinatorv1.ValidateTxnOffsetsRequest{Group: s.Group, Topic: topic,
-			Member: s.Member, Generation: s.Generation, Offsets: offs, OffsetsList: raw})
+			Member: s.Member, Generation: s.Generation, Offsets: offs, OffsetsList: raw, Txn: txnRef(t)})
 		return err
 	})
 	return resp, err
@@ -898,7 +929,7 @@ func (r *Role) sendOffsetsToTxn(ctx context.Context, req *coordinatorv1.SendOffs
 			return errcode.MissingGroup.New("group is required", "param", "group")
 		}
 		sess := txn.Session{Group: req.GetGroup(), Member: req.GetMember(), Generation: req.GetGeneration()}
-		v, err := r.validateStaged(ctx, sess, req.GetTopic(), nil, req.GetOffsetsList())
+		v, err := r.validateStaged(ctx, e.t, sess, req.GetTopic(), nil, req.GetOffsetsList())
 		if err != nil {
 			return err
 		}
@@ -932,7 +963,7 @@ func (r *Role) revalidateStaged(ctx context.Context, t *txn.Txn) error {
 		for _, o := range offs {
 			po = append(po, &coordinatorv1.PartitionOffset{Partition: o.Partition, Offset: o.Next})
 		}
-		v, err := r.validateStaged(ctx, *t.Session, topic, po, "")
+		v, err := r.validateStaged(ctx, t, *t.Session, topic, po, "")
 		if err != nil {
 			return err
 		}
@@ -950,7 +981,7 @@ func (r *Role) commitStaged(ctx context.Context, t *txn.Txn) error {
 	if t.Session == nil || len(t.Offsets) == 0 {
 		return nil
 	}
-	req := &coordinatorv1.CommitTxnOffsetsRequest{Group: t.Session.Group, Incarnation: t.Session.RegistrationEpoch}
+	req := &coordinatorv1.CommitTxnOffsetsRequest{Group: t.Session.Group, Incarnation: t.Session.RegistrationEpoch, Txn: txnRef(t)}
 	for _, o := range t.Offsets {
 		req.Offsets = append(req.Offsets, &coordinatorv1.TopicPartitionOffset{Topic: o.Topic, Partition: o.Partition, Offset: o.Next})
 	}
@@ -962,6 +993,54 @@ func (r *Role) commitStaged(ctx context.Context, t *txn.Txn) error {
 		}
 		return err
 	})
+}
+
+// abortStaged clears the pending mark an aborted transaction's staged
+// offsets left on its group (idempotent: a mark already cleared, or a
+// group gone, answers cleared=false).
+func (r *Role) abortStaged(ctx context.Context, t *txn.Txn) error {
+	if t.Session == nil {
+		return nil
+	}
+	req := &coordinatorv1.AbortTxnOffsetsRequest{Group: t.Session.Group, Txn: txnRef(t)}
+	return r.onGroupCoordinator(ctx, t.Session.Group, func(c coordinatorv1.CoordinatorServiceClient) error {
+		_, err := c.AbortTxnOffsets(ctx, req)
+		return err
+	})
+}
+
+// askTxnOffsetsPending asks the transaction coordinator of id whether the
+// transaction of mark m may still commit offsets (resolveTxnMarks).
+func (r *Role) askTxnOffsetsPending(ctx context.Context, id string, m group.TxnMark) (bool, error) {
+	var pending bool
+	req := &coordinatorv1.TxnOffsetsPendingRequest{Txn: &coordinatorv1.TxnRef{TransactionalId: id, ProducerId: m.ProducerID, Epoch: m.Epoch}}
+	err := r.onCoordinator(ctx, func() (coordinatorv1.CoordinatorServiceClient, error) { return r.txnCoordinator(id) },
+		func(c coordinatorv1.CoordinatorServiceClient) error {
+			resp, err := c.TxnOffsetsPending(ctx, req)
+			pending = resp.GetPending()
+			return err
+		})
+	return pending, err
+}
+
+// txnOffsetsPending is TxnOffsetsPending: the transaction may still write
+// its staged offsets while it is open or prepare_commit in that epoch of
+// that producer session. Anything else — committed (its offsets were
+// written before it completed), aborting or aborted, a later epoch, an
+// unknown or expired transactional_id — can never write them.
+func (r *Role) txnOffsetsPending(req *coordinatorv1.TxnOffsetsPendingRequest) (*coordinatorv1.TxnOffsetsPendingResponse, error) {
+	ref := req.GetTxn()
+	var pending bool
+	err := r.txnCall(ref.GetTransactionalId(), func(_ *txnShard, e *txnEntry) error {
+		t := e.t
+		pending = t != nil && t.ProducerID == ref.GetProducerId() && t.TxnEpoch == ref.GetEpoch() &&
+			(t.State == txn.Open || t.State == txn.PrepareCommit)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &coordinatorv1.TxnOffsetsPendingResponse{Pending: pending}, nil
 }
 
 // txnsOnTopic returns the active transactions (open or completing) that

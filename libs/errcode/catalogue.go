@@ -152,6 +152,11 @@ var (
 	// commit or abort (markers being written); retry (Kafka's
 	// CONCURRENT_TRANSACTIONS).
 	ConcurrentTransactions = register("concurrent_transactions", ClassAvailability)
+	// Strata: a transaction in flight staged offsets of the partition
+	// (SEND_OFFSETS_TO_TXN) and may still change its committed offset;
+	// retry once it commits or aborts (Kafka's UNSTABLE_OFFSET_COMMIT,
+	// KIP-447). Fields group, topic, partition, transactional_id.
+	UnstableOffsetCommit = register("unstable_offset_commit", ClassAvailability)
 	// Strata: a role the command needs has no live instance.
 	RoleUnavailable = register("role_unavailable", ClassAvailability)
 	// Strata: too many concurrent client connections.

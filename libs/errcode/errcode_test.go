@@ -91,7 +91,7 @@ func TestCatalogueRetryableOnlyForRoutingAndAvailability(t *testing.T) {
 // and retryable (topic_cleanup_pending was conflict, retryable=false, while
 // its message said to retry).
 func TestWaitAndRetryCodesAreRetryable(t *testing.T) {
-	for _, c := range []Code{TopicCleanupPending, LifecycleEpochPending, LeaderElectionResultUnavail} {
+	for _, c := range []Code{TopicCleanupPending, LifecycleEpochPending, LeaderElectionResultUnavail, UnstableOffsetCommit} {
 		if c.Class() != ClassAvailability || !c.Retryable() {
 			t.Errorf("%s: class=%v retryable=%v, want availability, retryable", c.Name(), c.Class(), c.Retryable())
 		}

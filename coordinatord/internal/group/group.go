@@ -41,6 +41,10 @@ type Group struct {
 	// topic had when its offsets were last valid; a higher epoch in metad
 	// means the topic was truncated and those offsets are dropped.
 	Lifecycle map[string]uint64
+	// TxnMarks are the pending transactional offset marks by
+	// transactional_id (durable, rebuilt by replay): partitions whose
+	// committed offset a transaction in flight may still change.
+	TxnMarks map[string]TxnMark
 
 	Generation    uint64
 	Members       map[string]*Member
@@ -51,7 +55,61 @@ type Group struct {
 // New returns a registered group without members.
 func New(name string, sel Selector, parts []TP, incarnation uint64) *Group {
 	return &Group{Name: name, Selector: sel.Normalize(), Partitions: SortTPs(slices.Clone(parts)),
-		Incarnation: incarnation, Offsets: map[TP]uint64{}, Members: map[string]*Member{}, Lifecycle: map[string]uint64{}}
+		Incarnation: incarnation, Offsets: map[TP]uint64{}, Members: map[string]*Member{}, Lifecycle: map[string]uint64{},
+		TxnMarks: map[string]TxnMark{}}
+}
+
+// TxnMark is a pending transactional offset mark (Kafka's pending
+// transactional offset commit, KIP-447): the transaction (producer session
+// and epoch) staged offsets of Partitions; until its commit writes them or
+// its abort drops them, the committed offset of those partitions is
+// unstable.
+type TxnMark struct {
+	ProducerID string
+	Epoch      int64
+	// Partitions are sorted and distinct.
+	Partitions []TP
+	// Marked is when the mark was first written.
+	Marked time.Time
+}
+
+// Covers reports whether the mark names tp.
+func (m TxnMark) Covers(tp TP) bool {
+	_, ok := slices.BinarySearchFunc(m.Partitions, tp, cmpTP)
+	return ok
+}
+
+// Same reports whether m and o belong to the same transaction.
+func (m TxnMark) Same(o TxnMark) bool { return m.ProducerID == o.ProducerID && m.Epoch == o.Epoch }
+
+// Merge returns the mark of transaction m after it staged parts as well:
+// the union with cur when cur is the same transaction, m alone when cur is
+// an earlier one (a transactional_id runs one transaction at a time, so
+// an earlier transaction's mark is over). changed is false when cur
+// already covers everything.
+func (m TxnMark) Merge(cur TxnMark, had bool) (next TxnMark, changed bool) {
+	if !had || !cur.Same(m) {
+		m.Partitions = slices.Compact(SortTPs(slices.Clone(m.Partitions)))
+		return m, true
+	}
+	next = cur
+	for _, tp := range m.Partitions {
+		if !next.Covers(tp) {
+			next.Partitions = SortTPs(append(slices.Clone(next.Partitions), tp))
+			changed = true
+		}
+	}
+	return next, changed
+}
+
+// PendingTxn returns the transactional_id of a mark that covers tp.
+func (g *Group) PendingTxn(tp TP) (string, bool) {
+	for _, id := range slices.Sorted(maps.Keys(g.TxnMarks)) {
+		if g.TxnMarks[id].Covers(tp) {
+			return id, true
+		}
+	}
+	return "", false
 }
 
 // State returns "Stable" with members, else "Empty".
@@ -504,24 +562,24 @@ func (g *Group) CheckReset(topic string, entries []wire.PartitionOffset, raw str
 // CheckTxnOffsets checks offsets a transaction stages (SEND_OFFSETS_TO_TXN,
 // and again before its commit) as BATCH_COMMIT would — member,
 // generation, the topic, the entries, partition ownership — and returns the
-// parsed entries. Nothing is written: the offsets are committed once the
-// transaction commits (CommitTxnOffsets).
-func (g *Group) CheckTxnOffsets(topic, member string, gen *uint64, entries []wire.PartitionOffset, raw string) ([]wire.PartitionOffset, error) {
+// parsed entries with the topic they apply to. The offsets are committed
+// once the transaction commits (CommitTxnOffsets).
+func (g *Group) CheckTxnOffsets(topic, member string, gen *uint64, entries []wire.PartitionOffset, raw string) (string, []wire.PartitionOffset, error) {
 	if err := g.checkFence("SEND_OFFSETS_TO_TXN", member, gen); err != nil {
-		return nil, err
+		return "", nil, err
 	}
 	topic, err := g.commitTopic(topic)
 	if err != nil {
-		return nil, err
+		return "", nil, err
 	}
 	if entries, err = g.offsetEntries(topic, entries, raw); err != nil {
-		return nil, err
+		return "", nil, err
 	}
 	for _, e := range entries {
 		tp := TP{Topic: topic, Partition: e.Partition}
 		if !slices.Contains(g.Members[member].Assigned, tp) {
-			return nil, g.notOwner(tp, member)
+			return "", nil, g.notOwner(tp, member)
 		}
 	}
-	return entries, nil
+	return topic, entries, nil
 }

@@ -547,3 +547,36 @@ func TestResetRules(t *testing.T) {
 		t.Fatalf("CheckReset must not change state: %v", idle.Offsets)
 	}
 }
+
+func TestTxnMarkMerge(t *testing.T) {
+	tp := func(p int32) TP { return TP{Topic: "t", Partition: p} }
+	at := time.Unix(100, 0)
+	cur := TxnMark{ProducerID: "p", Epoch: 2, Partitions: []TP{tp(1), tp(3)}, Marked: at}
+	for _, tc := range []struct {
+		name    string
+		m       TxnMark
+		had     bool
+		want    []TP
+		changed bool
+		marked  time.Time
+	}{
+		{"first staging, unsorted with a repeat", TxnMark{ProducerID: "p", Epoch: 2, Partitions: []TP{tp(2), tp(0), tp(2)}, Marked: at.Add(time.Second)}, false,
+			[]TP{tp(0), tp(2)}, true, at.Add(time.Second)},
+		{"same transaction, covered", TxnMark{ProducerID: "p", Epoch: 2, Partitions: []TP{tp(3)}, Marked: at.Add(time.Second)}, true,
+			[]TP{tp(1), tp(3)}, false, at},
+		{"same transaction widens, keeps its first time", TxnMark{ProducerID: "p", Epoch: 2, Partitions: []TP{tp(2)}, Marked: at.Add(time.Second)}, true,
+			[]TP{tp(1), tp(2), tp(3)}, true, at},
+		{"a later epoch replaces", TxnMark{ProducerID: "p", Epoch: 3, Partitions: []TP{tp(0)}, Marked: at.Add(time.Second)}, true,
+			[]TP{tp(0)}, true, at.Add(time.Second)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			next, changed := tc.m.Merge(cur, tc.had)
+			if changed != tc.changed || !slices.Equal(next.Partitions, tc.want) || !next.Marked.Equal(tc.marked) {
+				t.Fatalf("Merge = %+v changed=%v", next, changed)
+			}
+			if !slices.Equal(cur.Partitions, []TP{tp(1), tp(3)}) {
+				t.Fatalf("Merge changed the current mark: %+v", cur)
+			}
+		})
+	}
+}

@@ -9,6 +9,8 @@
 //	key group/"<group>"                 type group_tombstone  group deleted (incarnation)
 //	key offset/"<group>"/<topic>/<p>    type offset           committed next offset (incarnation)
 //	key offset/"<group>"/<topic>/<p>    type offset_tombstone offset dropped (incarnation)
+//	key txnmark/"<group>"/"<txn id>"    type txn_offset_mark  partitions a transaction staged offsets of (producer id, epoch)
+//	key txnmark/"<group>"/"<txn id>"    type txn_offset_mark_clear  the transaction's mark ended (commit or abort)
 //	key owner                           type owner            takeover marker: node and producer epoch
 //
 // The group name is Go-quoted inside keys so any name maps to one key;

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"reflect"
 	"testing"
+	"time"
 
 	"github.com/strataio/strata/coordinatord/internal/group"
 	"github.com/strataio/strata/libs/errcode"
@@ -48,7 +49,8 @@ func FuzzDecodeSet(f *testing.F) {
 // under the same key; everything else is storage_corrupt.
 func FuzzDecode(f *testing.F) {
 	tp := group.TP{Topic: "orders", Partition: 0}
-	for _, v := range []Value{Offset("g", 1, tp, 5), {V: FormatVersion, Type: TypeOwner, Node: "c-1", Epoch: 2}} {
+	mark := TxnMark("g", 1, "tx", group.TxnMark{ProducerID: "p", Epoch: 3, Partitions: []group.TP{tp}, Marked: time.UnixMilli(1)})
+	for _, v := range []Value{Offset("g", 1, tp, 5), {V: FormatVersion, Type: TypeOwner, Node: "c-1", Epoch: 2}, mark, TxnMarkClear("g", 1, "tx")} {
 		b, _ := json.Marshal(v)
 		f.Add([]byte(v.Key()), b)
 	}

@@ -2,6 +2,7 @@ package offsetlog
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"sync"
 	"testing"
@@ -320,5 +321,56 @@ func TestConcurrentAppendsAreCoalesced(t *testing.T) {
 		if o, ok := rep.Groups[fmt.Sprintf("g%d", i)].Committed(tp("t", 0)); !ok || o != uint64(i+1) {
 			t.Fatalf("g%d offset %d %v", i, o, ok)
 		}
+	}
+}
+
+// TestReplayRestoresTxnMarks: the latest mark record per (group,
+// transactional_id) wins; a clear ends it; a mark of another incarnation of
+// the group (written before a delete) is an orphan.
+func TestReplayRestoresTxnMarks(t *testing.T) {
+	_, c := startFake(t)
+	l1, _ := mustTakeover(t, c, 10)
+	ctx := ctxT(t)
+	g := group.New("g", group.Selector{Topic: "t"}, []group.TP{tp("t", 0), tp("t", 1)}, 7)
+	at := time.UnixMilli(1_764_000_000_000)
+	m1 := group.TxnMark{ProducerID: "p", Epoch: 3, Partitions: []group.TP{tp("t", 0)}, Marked: at}
+	m2 := group.TxnMark{ProducerID: "p", Epoch: 3, Partitions: []group.TP{tp("t", 0), tp("t", 1)}, Marked: at}
+	must(t, l1.Append(ctx, []Value{
+		Registration(g),
+		TxnMark("g", 7, "widened", m1), TxnMark("g", 7, "widened", m2),
+		TxnMark("g", 7, "cleared", m1), TxnMarkClear("g", 7, "cleared"),
+		TxnMark("g", 6, "orphan", m1),
+	}))
+	_, rep := mustTakeover(t, c, 11)
+	got := rep.Groups["g"].TxnMarks
+	if len(got) != 1 || rep.TxnMarks != 1 {
+		t.Fatalf("marks %+v (%d)", got, rep.TxnMarks)
+	}
+	w := got["widened"]
+	if !w.Same(m2) || len(w.Partitions) != 2 || !w.Covers(tp("t", 1)) || !w.Marked.Equal(at) {
+		t.Fatalf("widened mark %+v", w)
+	}
+	if id, ok := rep.Groups["g"].PendingTxn(tp("t", 1)); !ok || id != "widened" {
+		t.Fatalf("PendingTxn = %q %v", id, ok)
+	}
+}
+
+func TestDecodeRefusesIncompleteTxnMarks(t *testing.T) {
+	ok := TxnMark("g", 7, "tx", group.TxnMark{ProducerID: "p", Epoch: 1, Partitions: []group.TP{tp("t", 0)}, Marked: time.UnixMilli(1)})
+	for name, v := range map[string]Value{
+		"no producer":               func() Value { v := ok; v.ProducerID = ""; return v }(),
+		"no epoch":                  func() Value { v := ok; v.Epoch = 0; return v }(),
+		"no partitions":             func() Value { v := ok; v.Partitions = nil; return v }(),
+		"no txn id":                 func() Value { v := ok; v.TransactionalID = ""; return v }(),
+		"clear without incarnation": TxnMarkClear("g", 0, "tx"),
+	} {
+		b, _ := json.Marshal(v)
+		if _, err := Decode([]byte(v.Key()), b, 9); errcode.From(err).Code != errcode.StorageCorrupt.Name() {
+			t.Errorf("%s: %v, want storage_corrupt", name, err)
+		}
+	}
+	b, _ := json.Marshal(ok)
+	if back, err := Decode([]byte(TxnMarkKey("g", "tx")), b, 9); err != nil || back.ProducerID != "p" {
+		t.Fatalf("a complete mark: %+v %v", back, err)
 	}
 }

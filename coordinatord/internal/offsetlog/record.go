@@ -23,6 +23,11 @@ const (
 	TypeOffset          = "offset"
 	TypeOffsetTombstone = "offset_tombstone"
 	TypeOwner           = "owner"
+	// A pending transactional offset mark: partitions a transaction staged
+	// offsets of, until its commit writes them or its abort drops them
+	// (FetchOffset answers unstable_offset_commit meanwhile).
+	TypeTxnMark      = "txn_offset_mark"
+	TypeTxnMarkClear = "txn_offset_mark_clear"
 )
 
 // Value is the JSON value of a record. Fields are used per Type.
@@ -38,7 +43,13 @@ type Value struct {
 	Partition   int32             `json:"partition,omitempty"`
 	Offset      uint64            `json:"offset,omitempty"`
 	Node        string            `json:"node,omitempty"`
-	Epoch       int64             `json:"epoch,omitempty"`
+	// Epoch is the owner's producer epoch (owner) or the transaction's
+	// producer epoch (marks).
+	Epoch           int64  `json:"epoch,omitempty"`
+	TransactionalID string `json:"transactional_id,omitempty"`
+	ProducerID      string `json:"producer_id,omitempty"`
+	// MarkedMs is when the mark was first written (coordinator clock).
+	MarkedMs int64 `json:"marked_ms,omitempty"`
 }
 
 // GroupKey is the key of a group's registration and tombstone.
@@ -50,6 +61,25 @@ func OffsetKey(g string, tp group.TP) string { return offsetKey(strconv.Quote(g)
 // offsetKey is OffsetKey with the group name already quoted.
 func offsetKey(quotedGroup string, tp group.TP) string {
 	return "offset/" + quotedGroup + "/" + tp.Topic + "/" + strconv.FormatInt(int64(tp.Partition), 10)
+}
+
+// TxnMarkKey is the key of a transaction's pending offset mark on a group:
+// one per (group, transactional_id), as a transactional_id runs one
+// transaction at a time.
+func TxnMarkKey(g, txnID string) string {
+	return "txnmark/" + strconv.Quote(g) + "/" + strconv.Quote(txnID)
+}
+
+// TxnMark builds a pending mark of g's partitions parts for the
+// transaction m.
+func TxnMark(g string, inc uint64, txnID string, m group.TxnMark) Value {
+	return Value{V: FormatVersion, Type: TypeTxnMark, Group: g, Incarnation: inc, TransactionalID: txnID,
+		ProducerID: m.ProducerID, Epoch: m.Epoch, Partitions: m.Partitions, MarkedMs: m.Marked.UnixMilli()}
+}
+
+// TxnMarkClear builds the record that ends transaction txnID's mark on g.
+func TxnMarkClear(g string, inc uint64, txnID string) Value {
+	return Value{V: FormatVersion, Type: TypeTxnMarkClear, Group: g, Incarnation: inc, TransactionalID: txnID}
 }
 
 // OwnerKey is the key of takeover markers.
@@ -73,6 +103,8 @@ func (v Value) Key() string {
 		return GroupKey(v.Group)
 	case TypeOffset, TypeOffsetTombstone:
 		return OffsetKey(v.Group, group.TP{Topic: v.Topic, Partition: v.Partition})
+	case TypeTxnMark, TypeTxnMarkClear:
+		return TxnMarkKey(v.Group, v.TransactionalID)
 	}
 	return OwnerKey
 }
@@ -107,6 +139,14 @@ func Decode(key, payload []byte, offset uint64) (Value, error) {
 	case TypeGroupTombstone, TypeOffset, TypeOffsetTombstone:
 		if v.Incarnation == 0 {
 			return Value{}, corrupt("inconsistent_record", offset, "record lacks an incarnation")
+		}
+	case TypeTxnMark:
+		if v.Incarnation == 0 || v.TransactionalID == "" || v.ProducerID == "" || v.Epoch <= 0 || len(v.Partitions) == 0 {
+			return Value{}, corrupt("inconsistent_record", offset, "transactional offset mark lacks its transaction or partitions")
+		}
+	case TypeTxnMarkClear:
+		if v.Incarnation == 0 || v.TransactionalID == "" {
+			return Value{}, corrupt("inconsistent_record", offset, "transactional offset mark clear lacks its transaction")
 		}
 	case TypeOwner:
 	default:
@@ -156,11 +196,12 @@ type setEncoder struct {
 // plainOffset reports whether v carries exactly the fields of an offset
 // record, so that the hand-written encoding applies.
 func plainOffset(v Value) bool {
-	return v.Type == TypeOffset && v.Selector == nil && v.Partitions == nil && v.Lifecycle == nil && v.Node == "" && v.Epoch == 0
+	return v.Type == TypeOffset && v.Selector == nil && v.Partitions == nil && v.Lifecycle == nil && v.Node == "" && v.Epoch == 0 &&
+		v.TransactionalID == "" && v.ProducerID == "" && v.MarkedMs == 0
 }
 
 func (e *setEncoder) value(dst []byte, v Value) ([]byte, error) {
-	if !utf8.ValidString(v.Group) || !utf8.ValidString(v.Topic) {
+	if !utf8.ValidString(v.Group) || !utf8.ValidString(v.Topic) || !utf8.ValidString(v.TransactionalID) {
 		// encoding/json would replace the bad bytes, and the record would
 		// then not match its key on replay (storage_corrupt): never write it.
 		return nil, errcode.InvalidParameter.New("group and topic names must be UTF-8", "param", "group")

@@ -1,6 +1,9 @@
 package offsetlog
 
 import (
+	"slices"
+	"time"
+
 	"github.com/strataio/strata/coordinatord/internal/group"
 )
 
@@ -11,6 +14,8 @@ type Replayed struct {
 	Records int
 	// Offsets counts the committed offsets restored.
 	Offsets int
+	// TxnMarks counts the pending transactional offset marks restored.
+	TxnMarks int
 	// Orphans counts records superseded by lifecycle state: offsets of a
 	// deleted or re-created group, tombstones of unknown offsets, and
 	// records a later record of the same key replaced.
@@ -51,6 +56,18 @@ func (r *replayer) result() *Replayed {
 			}
 			out.Groups[v.Group] = g
 		case TypeGroupTombstone:
+		}
+	}
+	for _, v := range r.latest {
+		if v.Type != TypeTxnMark {
+			continue
+		}
+		if g, ok := out.Groups[v.Group]; ok && g.Incarnation == v.Incarnation {
+			g.TxnMarks[v.TransactionalID] = group.TxnMark{ProducerID: v.ProducerID, Epoch: v.Epoch,
+				Partitions: group.SortTPs(slices.Clone(v.Partitions)), Marked: time.UnixMilli(v.MarkedMs)}
+			out.TxnMarks++
+		} else {
+			out.Orphans++
 		}
 	}
 	for k, v := range r.latest {

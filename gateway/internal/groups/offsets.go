@@ -5,6 +5,7 @@ import (
 
 	"github.com/strataio/strata/gateway/internal/command"
 	"github.com/strataio/strata/gateway/internal/param"
+	"github.com/strataio/strata/gateway/internal/route"
 	"github.com/strataio/strata/libs/errcode"
 	"github.com/strataio/strata/libs/wire"
 	coordinatorv1 "github.com/strataio/strata/proto/strata/coordinator/v1"
@@ -59,12 +60,15 @@ func (g *Handlers) batchCommit(ctx context.Context, c *command.Call) ([]byte, er
 	return wire.AppendOKInt(wire.AppendOK(c.Out), "batched", int64(resp.GetBatched())), nil
 }
 
-// fetchOffset is FETCH_OFFSET: a group's committed next offset.
+// fetchOffset is FETCH_OFFSET: a group's committed next offset (waiting
+// out a transaction about to commit or abort offsets of the partition).
 func (g *Handlers) fetchOffset(ctx context.Context, c *command.Call) ([]byte, error) {
 	p := param.Read(c.Req, c.Command)
 	topic, part, group := p.Required(param.Topic), p.Partition(), p.Required(param.Group)
-	resp, err := forward(ctx, g.r, p.Err(), group, coordinatorv1.CoordinatorServiceClient.FetchOffset,
-		&coordinatorv1.FetchOffsetRequest{Group: group, Topic: topic, Partition: part})
+	if err := p.Err(); err != nil {
+		return nil, err
+	}
+	resp, err := route.FetchCommitted(ctx, g.r, &coordinatorv1.FetchOffsetRequest{Group: group, Topic: topic, Partition: part})
 	if err != nil {
 		return nil, err
 	}

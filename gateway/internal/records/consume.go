@@ -118,8 +118,7 @@ func (h *Handlers) matchTopics(ctx context.Context, pattern string) ([]*metav1.T
 // the committed and the requested offset), else autoOffsetReset (latest: the
 // LIST_OFFSETS latest value; earliest: 0).
 func (h *Handlers) startOffset(ctx context.Context, t *metav1.Topic, a *readArgs) (uint64, error) {
-	resp, err := route.ToGroupCoordinator(ctx, h.r, a.group, coordinatorv1.CoordinatorServiceClient.FetchOffset,
-		&coordinatorv1.FetchOffsetRequest{Group: a.group, Topic: t.GetConfig().GetName(), Partition: a.partition})
+	resp, err := route.FetchCommitted(ctx, h.r, &coordinatorv1.FetchOffsetRequest{Group: a.group, Topic: t.GetConfig().GetName(), Partition: a.partition})
 	if err != nil {
 		return 0, err
 	}

@@ -153,11 +153,31 @@ func transactions(t *testing.T, c framework.Cluster) {
 	if err != nil || so.Value("staged_offsets") != "1" {
 		t.Fatalf("send offsets %v %v", so, err)
 	}
-	if o := framework.OK(t, ctx, cl, "FETCH_OFFSET group=txn-copy topic=txn-in partition=0"); o["offset"] != "0" {
-		t.Fatalf("offsets visible before the commit: %v", o)
+	// The staged offset is pending (KIP-447): another consumer's client
+	// (through the last gateway) reading the group's offset now is held by
+	// the gateway, which waits out unstable_offset_commit, and gets the
+	// committed offset once the transaction commits — never the old one,
+	// which would make it process the batch again.
+	other := framework.Dial(t, ctx, c.Gateways()[len(c.Gateways())-1].ClientAddr)
+	type fetched struct {
+		off uint64
+		err error
+	}
+	read := make(chan fetched, 1)
+	go func() {
+		off, err := other.FetchOffset(ctx, "txn-in", 0, "txn-copy")
+		read <- fetched{off, err}
+	}()
+	select {
+	case r := <-read:
+		t.Fatalf("FETCH_OFFSET answered %d, %v while the staged offset was pending", r.off, r.err)
+	case <-time.After(300 * time.Millisecond):
 	}
 	if end, err := cl.EndTxn(ctx, s3, true); err != nil || end.Value("offsets") != "1" {
 		t.Fatalf("commit %v %v", end, err)
+	}
+	if r := <-read; r.err != nil || r.off != 3 {
+		t.Fatalf("FETCH_OFFSET waiting out the commit: %d, %v", r.off, r.err)
 	}
 	if o := framework.OK(t, ctx, cl, "FETCH_OFFSET group=txn-copy topic=txn-in partition=0"); o["offset"] != "3" {
 		t.Fatalf("offsets after the commit: %v", o)

@@ -21,6 +21,253 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// TxnRef names one transaction: the transactional_id and the producer
+// session and epoch it runs under (the epoch its markers carry).
+type TxnRef struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	TransactionalId string                 `protobuf:"bytes,1,opt,name=transactional_id,json=transactionalId,proto3" json:"transactional_id,omitempty"`
+	ProducerId      string                 `protobuf:"bytes,2,opt,name=producer_id,json=producerId,proto3" json:"producer_id,omitempty"`
+	Epoch           int64                  `protobuf:"varint,3,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *TxnRef) Reset() {
+	*x = TxnRef{}
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TxnRef) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TxnRef) ProtoMessage() {}
+
+func (x *TxnRef) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TxnRef.ProtoReflect.Descriptor instead.
+func (*TxnRef) Descriptor() ([]byte, []int) {
+	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *TxnRef) GetTransactionalId() string {
+	if x != nil {
+		return x.TransactionalId
+	}
+	return ""
+}
+
+func (x *TxnRef) GetProducerId() string {
+	if x != nil {
+		return x.ProducerId
+	}
+	return ""
+}
+
+func (x *TxnRef) GetEpoch() int64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
+type AbortTxnOffsetsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Group         string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	Txn           *TxnRef                `protobuf:"bytes,2,opt,name=txn,proto3" json:"txn,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AbortTxnOffsetsRequest) Reset() {
+	*x = AbortTxnOffsetsRequest{}
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AbortTxnOffsetsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AbortTxnOffsetsRequest) ProtoMessage() {}
+
+func (x *AbortTxnOffsetsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AbortTxnOffsetsRequest.ProtoReflect.Descriptor instead.
+func (*AbortTxnOffsetsRequest) Descriptor() ([]byte, []int) {
+	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *AbortTxnOffsetsRequest) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *AbortTxnOffsetsRequest) GetTxn() *TxnRef {
+	if x != nil {
+		return x.Txn
+	}
+	return nil
+}
+
+type AbortTxnOffsetsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Whether a mark of the transaction was cleared.
+	Cleared       bool `protobuf:"varint,1,opt,name=cleared,proto3" json:"cleared,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AbortTxnOffsetsResponse) Reset() {
+	*x = AbortTxnOffsetsResponse{}
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AbortTxnOffsetsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AbortTxnOffsetsResponse) ProtoMessage() {}
+
+func (x *AbortTxnOffsetsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AbortTxnOffsetsResponse.ProtoReflect.Descriptor instead.
+func (*AbortTxnOffsetsResponse) Descriptor() ([]byte, []int) {
+	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *AbortTxnOffsetsResponse) GetCleared() bool {
+	if x != nil {
+		return x.Cleared
+	}
+	return false
+}
+
+type TxnOffsetsPendingRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Txn           *TxnRef                `protobuf:"bytes,1,opt,name=txn,proto3" json:"txn,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TxnOffsetsPendingRequest) Reset() {
+	*x = TxnOffsetsPendingRequest{}
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TxnOffsetsPendingRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TxnOffsetsPendingRequest) ProtoMessage() {}
+
+func (x *TxnOffsetsPendingRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TxnOffsetsPendingRequest.ProtoReflect.Descriptor instead.
+func (*TxnOffsetsPendingRequest) Descriptor() ([]byte, []int) {
+	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *TxnOffsetsPendingRequest) GetTxn() *TxnRef {
+	if x != nil {
+		return x.Txn
+	}
+	return nil
+}
+
+type TxnOffsetsPendingResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Pending       bool                   `protobuf:"varint,1,opt,name=pending,proto3" json:"pending,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TxnOffsetsPendingResponse) Reset() {
+	*x = TxnOffsetsPendingResponse{}
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TxnOffsetsPendingResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TxnOffsetsPendingResponse) ProtoMessage() {}
+
+func (x *TxnOffsetsPendingResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TxnOffsetsPendingResponse.ProtoReflect.Descriptor instead.
+func (*TxnOffsetsPendingResponse) Descriptor() ([]byte, []int) {
+	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *TxnOffsetsPendingResponse) GetPending() bool {
+	if x != nil {
+		return x.Pending
+	}
+	return false
+}
+
 type SendOffsetsToTxnRequest struct {
 	state           protoimpl.MessageState `protogen:"open.v1"`
 	TransactionalId string                 `protobuf:"bytes,1,opt,name=transactional_id,json=transactionalId,proto3" json:"transactional_id,omitempty"`
@@ -38,7 +285,7 @@ type SendOffsetsToTxnRequest struct {
 
 func (x *SendOffsetsToTxnRequest) Reset() {
 	*x = SendOffsetsToTxnRequest{}
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[0]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -50,7 +297,7 @@ func (x *SendOffsetsToTxnRequest) String() string {
 func (*SendOffsetsToTxnRequest) ProtoMessage() {}
 
 func (x *SendOffsetsToTxnRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[0]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -63,7 +310,7 @@ func (x *SendOffsetsToTxnRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SendOffsetsToTxnRequest.ProtoReflect.Descriptor instead.
 func (*SendOffsetsToTxnRequest) Descriptor() ([]byte, []int) {
-	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{0}
+	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *SendOffsetsToTxnRequest) GetTransactionalId() string {
@@ -133,7 +380,7 @@ type SendOffsetsToTxnResponse struct {
 
 func (x *SendOffsetsToTxnResponse) Reset() {
 	*x = SendOffsetsToTxnResponse{}
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[1]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -145,7 +392,7 @@ func (x *SendOffsetsToTxnResponse) String() string {
 func (*SendOffsetsToTxnResponse) ProtoMessage() {}
 
 func (x *SendOffsetsToTxnResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[1]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -158,7 +405,7 @@ func (x *SendOffsetsToTxnResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SendOffsetsToTxnResponse.ProtoReflect.Descriptor instead.
 func (*SendOffsetsToTxnResponse) Descriptor() ([]byte, []int) {
-	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{1}
+	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *SendOffsetsToTxnResponse) GetTransactionalId() string {
@@ -183,14 +430,17 @@ type ValidateTxnOffsetsRequest struct {
 	Generation uint64                 `protobuf:"varint,4,opt,name=generation,proto3" json:"generation,omitempty"`
 	Offsets    []*PartitionOffset     `protobuf:"bytes,5,rep,name=offsets,proto3" json:"offsets,omitempty"`
 	// Raw list, parsed by the coordinator when offsets is empty.
-	OffsetsList   string `protobuf:"bytes,6,opt,name=offsets_list,json=offsetsList,proto3" json:"offsets_list,omitempty"`
+	OffsetsList string `protobuf:"bytes,6,opt,name=offsets_list,json=offsetsList,proto3" json:"offsets_list,omitempty"`
+	// The staging transaction: the entries' partitions are marked pending
+	// for it (durably) before the answer. Required.
+	Txn           *TxnRef `protobuf:"bytes,7,opt,name=txn,proto3" json:"txn,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ValidateTxnOffsetsRequest) Reset() {
 	*x = ValidateTxnOffsetsRequest{}
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[2]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -202,7 +452,7 @@ func (x *ValidateTxnOffsetsRequest) String() string {
 func (*ValidateTxnOffsetsRequest) ProtoMessage() {}
 
 func (x *ValidateTxnOffsetsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[2]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -215,7 +465,7 @@ func (x *ValidateTxnOffsetsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ValidateTxnOffsetsRequest.ProtoReflect.Descriptor instead.
 func (*ValidateTxnOffsetsRequest) Descriptor() ([]byte, []int) {
-	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{2}
+	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ValidateTxnOffsetsRequest) GetGroup() string {
@@ -260,6 +510,13 @@ func (x *ValidateTxnOffsetsRequest) GetOffsetsList() string {
 	return ""
 }
 
+func (x *ValidateTxnOffsetsRequest) GetTxn() *TxnRef {
+	if x != nil {
+		return x.Txn
+	}
+	return nil
+}
+
 type ValidateTxnOffsetsResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The group's registration incarnation (the session's registration epoch).
@@ -272,7 +529,7 @@ type ValidateTxnOffsetsResponse struct {
 
 func (x *ValidateTxnOffsetsResponse) Reset() {
 	*x = ValidateTxnOffsetsResponse{}
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[3]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -284,7 +541,7 @@ func (x *ValidateTxnOffsetsResponse) String() string {
 func (*ValidateTxnOffsetsResponse) ProtoMessage() {}
 
 func (x *ValidateTxnOffsetsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[3]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -297,7 +554,7 @@ func (x *ValidateTxnOffsetsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ValidateTxnOffsetsResponse.ProtoReflect.Descriptor instead.
 func (*ValidateTxnOffsetsResponse) Descriptor() ([]byte, []int) {
-	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{3}
+	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ValidateTxnOffsetsResponse) GetIncarnation() uint64 {
@@ -315,17 +572,19 @@ func (x *ValidateTxnOffsetsResponse) GetOffsets() []*PartitionOffset {
 }
 
 type CommitTxnOffsetsRequest struct {
-	state         protoimpl.MessageState  `protogen:"open.v1"`
-	Group         string                  `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
-	Incarnation   uint64                  `protobuf:"varint,2,opt,name=incarnation,proto3" json:"incarnation,omitempty"`
-	Offsets       []*TopicPartitionOffset `protobuf:"bytes,3,rep,name=offsets,proto3" json:"offsets,omitempty"`
+	state       protoimpl.MessageState  `protogen:"open.v1"`
+	Group       string                  `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	Incarnation uint64                  `protobuf:"varint,2,opt,name=incarnation,proto3" json:"incarnation,omitempty"`
+	Offsets     []*TopicPartitionOffset `protobuf:"bytes,3,rep,name=offsets,proto3" json:"offsets,omitempty"`
+	// The committed transaction, whose pending marks are cleared.
+	Txn           *TxnRef `protobuf:"bytes,4,opt,name=txn,proto3" json:"txn,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *CommitTxnOffsetsRequest) Reset() {
 	*x = CommitTxnOffsetsRequest{}
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[4]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -337,7 +596,7 @@ func (x *CommitTxnOffsetsRequest) String() string {
 func (*CommitTxnOffsetsRequest) ProtoMessage() {}
 
 func (x *CommitTxnOffsetsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[4]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -350,7 +609,7 @@ func (x *CommitTxnOffsetsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommitTxnOffsetsRequest.ProtoReflect.Descriptor instead.
 func (*CommitTxnOffsetsRequest) Descriptor() ([]byte, []int) {
-	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{4}
+	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *CommitTxnOffsetsRequest) GetGroup() string {
@@ -374,6 +633,13 @@ func (x *CommitTxnOffsetsRequest) GetOffsets() []*TopicPartitionOffset {
 	return nil
 }
 
+func (x *CommitTxnOffsetsRequest) GetTxn() *TxnRef {
+	if x != nil {
+		return x.Txn
+	}
+	return nil
+}
+
 type TopicPartitionOffset struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Topic         string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
@@ -385,7 +651,7 @@ type TopicPartitionOffset struct {
 
 func (x *TopicPartitionOffset) Reset() {
 	*x = TopicPartitionOffset{}
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[5]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -397,7 +663,7 @@ func (x *TopicPartitionOffset) String() string {
 func (*TopicPartitionOffset) ProtoMessage() {}
 
 func (x *TopicPartitionOffset) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[5]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -410,7 +676,7 @@ func (x *TopicPartitionOffset) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopicPartitionOffset.ProtoReflect.Descriptor instead.
 func (*TopicPartitionOffset) Descriptor() ([]byte, []int) {
-	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{5}
+	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *TopicPartitionOffset) GetTopic() string {
@@ -443,7 +709,7 @@ type CommitTxnOffsetsResponse struct {
 
 func (x *CommitTxnOffsetsResponse) Reset() {
 	*x = CommitTxnOffsetsResponse{}
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[6]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -455,7 +721,7 @@ func (x *CommitTxnOffsetsResponse) String() string {
 func (*CommitTxnOffsetsResponse) ProtoMessage() {}
 
 func (x *CommitTxnOffsetsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[6]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -468,7 +734,7 @@ func (x *CommitTxnOffsetsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommitTxnOffsetsResponse.ProtoReflect.Descriptor instead.
 func (*CommitTxnOffsetsResponse) Descriptor() ([]byte, []int) {
-	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{6}
+	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *CommitTxnOffsetsResponse) GetWritten() uint32 {
@@ -487,7 +753,7 @@ type InitProducerIdRequest struct {
 
 func (x *InitProducerIdRequest) Reset() {
 	*x = InitProducerIdRequest{}
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[7]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -499,7 +765,7 @@ func (x *InitProducerIdRequest) String() string {
 func (*InitProducerIdRequest) ProtoMessage() {}
 
 func (x *InitProducerIdRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[7]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -512,7 +778,7 @@ func (x *InitProducerIdRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InitProducerIdRequest.ProtoReflect.Descriptor instead.
 func (*InitProducerIdRequest) Descriptor() ([]byte, []int) {
-	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{7}
+	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *InitProducerIdRequest) GetTransactionalId() string {
@@ -533,7 +799,7 @@ type InitProducerIdResponse struct {
 
 func (x *InitProducerIdResponse) Reset() {
 	*x = InitProducerIdResponse{}
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[8]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -545,7 +811,7 @@ func (x *InitProducerIdResponse) String() string {
 func (*InitProducerIdResponse) ProtoMessage() {}
 
 func (x *InitProducerIdResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[8]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -558,7 +824,7 @@ func (x *InitProducerIdResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InitProducerIdResponse.ProtoReflect.Descriptor instead.
 func (*InitProducerIdResponse) Descriptor() ([]byte, []int) {
-	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{8}
+	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *InitProducerIdResponse) GetTransactionalId() string {
@@ -593,7 +859,7 @@ type BeginTxnRequest struct {
 
 func (x *BeginTxnRequest) Reset() {
 	*x = BeginTxnRequest{}
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[9]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -605,7 +871,7 @@ func (x *BeginTxnRequest) String() string {
 func (*BeginTxnRequest) ProtoMessage() {}
 
 func (x *BeginTxnRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[9]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -618,7 +884,7 @@ func (x *BeginTxnRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BeginTxnRequest.ProtoReflect.Descriptor instead.
 func (*BeginTxnRequest) Descriptor() ([]byte, []int) {
-	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{9}
+	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *BeginTxnRequest) GetTransactionalId() string {
@@ -654,7 +920,7 @@ type BeginTxnResponse struct {
 
 func (x *BeginTxnResponse) Reset() {
 	*x = BeginTxnResponse{}
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[10]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -666,7 +932,7 @@ func (x *BeginTxnResponse) String() string {
 func (*BeginTxnResponse) ProtoMessage() {}
 
 func (x *BeginTxnResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[10]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -679,7 +945,7 @@ func (x *BeginTxnResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BeginTxnResponse.ProtoReflect.Descriptor instead.
 func (*BeginTxnResponse) Descriptor() ([]byte, []int) {
-	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{10}
+	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *BeginTxnResponse) GetTransactionalId() string {
@@ -730,7 +996,7 @@ type TxnPublishRequest struct {
 
 func (x *TxnPublishRequest) Reset() {
 	*x = TxnPublishRequest{}
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[11]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -742,7 +1008,7 @@ func (x *TxnPublishRequest) String() string {
 func (*TxnPublishRequest) ProtoMessage() {}
 
 func (x *TxnPublishRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[11]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -755,7 +1021,7 @@ func (x *TxnPublishRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnPublishRequest.ProtoReflect.Descriptor instead.
 func (*TxnPublishRequest) Descriptor() ([]byte, []int) {
-	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{11}
+	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *TxnPublishRequest) GetTransactionalId() string {
@@ -827,7 +1093,7 @@ type TxnPublishResponse struct {
 
 func (x *TxnPublishResponse) Reset() {
 	*x = TxnPublishResponse{}
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[12]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -839,7 +1105,7 @@ func (x *TxnPublishResponse) String() string {
 func (*TxnPublishResponse) ProtoMessage() {}
 
 func (x *TxnPublishResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[12]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -852,7 +1118,7 @@ func (x *TxnPublishResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnPublishResponse.ProtoReflect.Descriptor instead.
 func (*TxnPublishResponse) Descriptor() ([]byte, []int) {
-	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{12}
+	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *TxnPublishResponse) GetTransactionalId() string {
@@ -902,7 +1168,7 @@ type EndTxnRequest struct {
 
 func (x *EndTxnRequest) Reset() {
 	*x = EndTxnRequest{}
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[13]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -914,7 +1180,7 @@ func (x *EndTxnRequest) String() string {
 func (*EndTxnRequest) ProtoMessage() {}
 
 func (x *EndTxnRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[13]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -927,7 +1193,7 @@ func (x *EndTxnRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EndTxnRequest.ProtoReflect.Descriptor instead.
 func (*EndTxnRequest) Descriptor() ([]byte, []int) {
-	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{13}
+	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *EndTxnRequest) GetTransactionalId() string {
@@ -971,7 +1237,7 @@ type EndTxnResponse struct {
 
 func (x *EndTxnResponse) Reset() {
 	*x = EndTxnResponse{}
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[14]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -983,7 +1249,7 @@ func (x *EndTxnResponse) String() string {
 func (*EndTxnResponse) ProtoMessage() {}
 
 func (x *EndTxnResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[14]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -996,7 +1262,7 @@ func (x *EndTxnResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EndTxnResponse.ProtoReflect.Descriptor instead.
 func (*EndTxnResponse) Descriptor() ([]byte, []int) {
-	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{14}
+	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *EndTxnResponse) GetTransactionalId() string {
@@ -1036,7 +1302,7 @@ type TxnStatusRequest struct {
 
 func (x *TxnStatusRequest) Reset() {
 	*x = TxnStatusRequest{}
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[15]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1048,7 +1314,7 @@ func (x *TxnStatusRequest) String() string {
 func (*TxnStatusRequest) ProtoMessage() {}
 
 func (x *TxnStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[15]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1061,7 +1327,7 @@ func (x *TxnStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnStatusRequest.ProtoReflect.Descriptor instead.
 func (*TxnStatusRequest) Descriptor() ([]byte, []int) {
-	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{15}
+	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *TxnStatusRequest) GetTransactionalId() string {
@@ -1088,7 +1354,7 @@ type TxnInfo struct {
 
 func (x *TxnInfo) Reset() {
 	*x = TxnInfo{}
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[16]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1100,7 +1366,7 @@ func (x *TxnInfo) String() string {
 func (*TxnInfo) ProtoMessage() {}
 
 func (x *TxnInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[16]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1113,7 +1379,7 @@ func (x *TxnInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnInfo.ProtoReflect.Descriptor instead.
 func (*TxnInfo) Descriptor() ([]byte, []int) {
-	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{16}
+	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *TxnInfo) GetTransactionalId() string {
@@ -1181,7 +1447,7 @@ type TxnStatusResponse struct {
 
 func (x *TxnStatusResponse) Reset() {
 	*x = TxnStatusResponse{}
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[17]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1193,7 +1459,7 @@ func (x *TxnStatusResponse) String() string {
 func (*TxnStatusResponse) ProtoMessage() {}
 
 func (x *TxnStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[17]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1206,7 +1472,7 @@ func (x *TxnStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnStatusResponse.ProtoReflect.Descriptor instead.
 func (*TxnStatusResponse) Descriptor() ([]byte, []int) {
-	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{17}
+	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *TxnStatusResponse) GetTxn() *TxnInfo {
@@ -1224,7 +1490,7 @@ type ListTxnsRequest struct {
 
 func (x *ListTxnsRequest) Reset() {
 	*x = ListTxnsRequest{}
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[18]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1236,7 +1502,7 @@ func (x *ListTxnsRequest) String() string {
 func (*ListTxnsRequest) ProtoMessage() {}
 
 func (x *ListTxnsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[18]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1249,7 +1515,7 @@ func (x *ListTxnsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTxnsRequest.ProtoReflect.Descriptor instead.
 func (*ListTxnsRequest) Descriptor() ([]byte, []int) {
-	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{18}
+	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{23}
 }
 
 type ListTxnsResponse struct {
@@ -1261,7 +1527,7 @@ type ListTxnsResponse struct {
 
 func (x *ListTxnsResponse) Reset() {
 	*x = ListTxnsResponse{}
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[19]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1273,7 +1539,7 @@ func (x *ListTxnsResponse) String() string {
 func (*ListTxnsResponse) ProtoMessage() {}
 
 func (x *ListTxnsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[19]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1286,7 +1552,7 @@ func (x *ListTxnsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTxnsResponse.ProtoReflect.Descriptor instead.
 func (*ListTxnsResponse) Descriptor() ([]byte, []int) {
-	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{19}
+	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ListTxnsResponse) GetTxns() []*TxnInfo {
@@ -1305,7 +1571,7 @@ type AbortTxnRequest struct {
 
 func (x *AbortTxnRequest) Reset() {
 	*x = AbortTxnRequest{}
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[20]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1317,7 +1583,7 @@ func (x *AbortTxnRequest) String() string {
 func (*AbortTxnRequest) ProtoMessage() {}
 
 func (x *AbortTxnRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[20]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1330,7 +1596,7 @@ func (x *AbortTxnRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AbortTxnRequest.ProtoReflect.Descriptor instead.
 func (*AbortTxnRequest) Descriptor() ([]byte, []int) {
-	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{20}
+	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *AbortTxnRequest) GetTransactionalId() string {
@@ -1349,7 +1615,7 @@ type AbortTxnResponse struct {
 
 func (x *AbortTxnResponse) Reset() {
 	*x = AbortTxnResponse{}
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[21]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1361,7 +1627,7 @@ func (x *AbortTxnResponse) String() string {
 func (*AbortTxnResponse) ProtoMessage() {}
 
 func (x *AbortTxnResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[21]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1374,7 +1640,7 @@ func (x *AbortTxnResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AbortTxnResponse.ProtoReflect.Descriptor instead.
 func (*AbortTxnResponse) Descriptor() ([]byte, []int) {
-	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{21}
+	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *AbortTxnResponse) GetTxn() *TxnInfo {
@@ -1394,7 +1660,7 @@ type TopicPartition struct {
 
 func (x *TopicPartition) Reset() {
 	*x = TopicPartition{}
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[22]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1406,7 +1672,7 @@ func (x *TopicPartition) String() string {
 func (*TopicPartition) ProtoMessage() {}
 
 func (x *TopicPartition) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[22]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1419,7 +1685,7 @@ func (x *TopicPartition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopicPartition.ProtoReflect.Descriptor instead.
 func (*TopicPartition) Descriptor() ([]byte, []int) {
-	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{22}
+	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *TopicPartition) GetTopic() string {
@@ -1449,7 +1715,7 @@ type RegisterGroupRequest struct {
 
 func (x *RegisterGroupRequest) Reset() {
 	*x = RegisterGroupRequest{}
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[23]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1461,7 +1727,7 @@ func (x *RegisterGroupRequest) String() string {
 func (*RegisterGroupRequest) ProtoMessage() {}
 
 func (x *RegisterGroupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[23]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1474,7 +1740,7 @@ func (x *RegisterGroupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterGroupRequest.ProtoReflect.Descriptor instead.
 func (*RegisterGroupRequest) Descriptor() ([]byte, []int) {
-	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{23}
+	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *RegisterGroupRequest) GetGroup() string {
@@ -1516,7 +1782,7 @@ type RegisterGroupResponse struct {
 
 func (x *RegisterGroupResponse) Reset() {
 	*x = RegisterGroupResponse{}
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[24]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1528,7 +1794,7 @@ func (x *RegisterGroupResponse) String() string {
 func (*RegisterGroupResponse) ProtoMessage() {}
 
 func (x *RegisterGroupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[24]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1541,7 +1807,7 @@ func (x *RegisterGroupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterGroupResponse.ProtoReflect.Descriptor instead.
 func (*RegisterGroupResponse) Descriptor() ([]byte, []int) {
-	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{24}
+	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *RegisterGroupResponse) GetGroup() string {
@@ -1578,7 +1844,7 @@ type JoinGroupRequest struct {
 
 func (x *JoinGroupRequest) Reset() {
 	*x = JoinGroupRequest{}
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[25]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1590,7 +1856,7 @@ func (x *JoinGroupRequest) String() string {
 func (*JoinGroupRequest) ProtoMessage() {}
 
 func (x *JoinGroupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[25]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1603,7 +1869,7 @@ func (x *JoinGroupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinGroupRequest.ProtoReflect.Descriptor instead.
 func (*JoinGroupRequest) Descriptor() ([]byte, []int) {
-	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{25}
+	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *JoinGroupRequest) GetGroup() string {
@@ -1642,7 +1908,7 @@ type JoinGroupResponse struct {
 
 func (x *JoinGroupResponse) Reset() {
 	*x = JoinGroupResponse{}
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[26]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1654,7 +1920,7 @@ func (x *JoinGroupResponse) String() string {
 func (*JoinGroupResponse) ProtoMessage() {}
 
 func (x *JoinGroupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[26]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1667,7 +1933,7 @@ func (x *JoinGroupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinGroupResponse.ProtoReflect.Descriptor instead.
 func (*JoinGroupResponse) Descriptor() ([]byte, []int) {
-	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{26}
+	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *JoinGroupResponse) GetGeneration() uint64 {
@@ -1724,7 +1990,7 @@ type SyncGroupRequest struct {
 
 func (x *SyncGroupRequest) Reset() {
 	*x = SyncGroupRequest{}
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[27]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1736,7 +2002,7 @@ func (x *SyncGroupRequest) String() string {
 func (*SyncGroupRequest) ProtoMessage() {}
 
 func (x *SyncGroupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[27]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1749,7 +2015,7 @@ func (x *SyncGroupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SyncGroupRequest.ProtoReflect.Descriptor instead.
 func (*SyncGroupRequest) Descriptor() ([]byte, []int) {
-	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{27}
+	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *SyncGroupRequest) GetGroup() string {
@@ -1791,7 +2057,7 @@ type SyncGroupResponse struct {
 
 func (x *SyncGroupResponse) Reset() {
 	*x = SyncGroupResponse{}
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[28]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1803,7 +2069,7 @@ func (x *SyncGroupResponse) String() string {
 func (*SyncGroupResponse) ProtoMessage() {}
 
 func (x *SyncGroupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[28]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1816,7 +2082,7 @@ func (x *SyncGroupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SyncGroupResponse.ProtoReflect.Descriptor instead.
 func (*SyncGroupResponse) Descriptor() ([]byte, []int) {
-	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{28}
+	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *SyncGroupResponse) GetAssignments() []int32 {
@@ -1852,7 +2118,7 @@ type HeartbeatRequest struct {
 
 func (x *HeartbeatRequest) Reset() {
 	*x = HeartbeatRequest{}
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[29]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1864,7 +2130,7 @@ func (x *HeartbeatRequest) String() string {
 func (*HeartbeatRequest) ProtoMessage() {}
 
 func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[29]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1877,7 +2143,7 @@ func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatRequest.ProtoReflect.Descriptor instead.
 func (*HeartbeatRequest) Descriptor() ([]byte, []int) {
-	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{29}
+	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *HeartbeatRequest) GetGroup() string {
@@ -1918,7 +2184,7 @@ type HeartbeatResponse struct {
 
 func (x *HeartbeatResponse) Reset() {
 	*x = HeartbeatResponse{}
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[30]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1930,7 +2196,7 @@ func (x *HeartbeatResponse) String() string {
 func (*HeartbeatResponse) ProtoMessage() {}
 
 func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[30]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1943,7 +2209,7 @@ func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatResponse.ProtoReflect.Descriptor instead.
 func (*HeartbeatResponse) Descriptor() ([]byte, []int) {
-	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{30}
+	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *HeartbeatResponse) GetMember() string {
@@ -1971,7 +2237,7 @@ type LeaveGroupRequest struct {
 
 func (x *LeaveGroupRequest) Reset() {
 	*x = LeaveGroupRequest{}
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[31]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1983,7 +2249,7 @@ func (x *LeaveGroupRequest) String() string {
 func (*LeaveGroupRequest) ProtoMessage() {}
 
 func (x *LeaveGroupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[31]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1996,7 +2262,7 @@ func (x *LeaveGroupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaveGroupRequest.ProtoReflect.Descriptor instead.
 func (*LeaveGroupRequest) Descriptor() ([]byte, []int) {
-	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{31}
+	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *LeaveGroupRequest) GetGroup() string {
@@ -2030,7 +2296,7 @@ type LeaveGroupResponse struct {
 
 func (x *LeaveGroupResponse) Reset() {
 	*x = LeaveGroupResponse{}
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[32]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2042,7 +2308,7 @@ func (x *LeaveGroupResponse) String() string {
 func (*LeaveGroupResponse) ProtoMessage() {}
 
 func (x *LeaveGroupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[32]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2055,7 +2321,7 @@ func (x *LeaveGroupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaveGroupResponse.ProtoReflect.Descriptor instead.
 func (*LeaveGroupResponse) Descriptor() ([]byte, []int) {
-	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{32}
+	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *LeaveGroupResponse) GetGroup() string {
@@ -2081,7 +2347,7 @@ type GroupStatusRequest struct {
 
 func (x *GroupStatusRequest) Reset() {
 	*x = GroupStatusRequest{}
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[33]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2093,7 +2359,7 @@ func (x *GroupStatusRequest) String() string {
 func (*GroupStatusRequest) ProtoMessage() {}
 
 func (x *GroupStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[33]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2106,7 +2372,7 @@ func (x *GroupStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupStatusRequest.ProtoReflect.Descriptor instead.
 func (*GroupStatusRequest) Descriptor() ([]byte, []int) {
-	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{33}
+	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *GroupStatusRequest) GetGroup() string {
@@ -2128,7 +2394,7 @@ type GroupMember struct {
 
 func (x *GroupMember) Reset() {
 	*x = GroupMember{}
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[34]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2140,7 +2406,7 @@ func (x *GroupMember) String() string {
 func (*GroupMember) ProtoMessage() {}
 
 func (x *GroupMember) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[34]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2153,7 +2419,7 @@ func (x *GroupMember) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupMember.ProtoReflect.Descriptor instead.
 func (*GroupMember) Descriptor() ([]byte, []int) {
-	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{34}
+	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *GroupMember) GetMemberId() string {
@@ -2203,7 +2469,7 @@ type GroupStatusResponse struct {
 
 func (x *GroupStatusResponse) Reset() {
 	*x = GroupStatusResponse{}
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[35]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2215,7 +2481,7 @@ func (x *GroupStatusResponse) String() string {
 func (*GroupStatusResponse) ProtoMessage() {}
 
 func (x *GroupStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[35]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2228,7 +2494,7 @@ func (x *GroupStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupStatusResponse.ProtoReflect.Descriptor instead.
 func (*GroupStatusResponse) Descriptor() ([]byte, []int) {
-	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{35}
+	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *GroupStatusResponse) GetGroupName() string {
@@ -2309,7 +2575,7 @@ type ListGroupsRequest struct {
 
 func (x *ListGroupsRequest) Reset() {
 	*x = ListGroupsRequest{}
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[36]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2321,7 +2587,7 @@ func (x *ListGroupsRequest) String() string {
 func (*ListGroupsRequest) ProtoMessage() {}
 
 func (x *ListGroupsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[36]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2334,7 +2600,7 @@ func (x *ListGroupsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListGroupsRequest.ProtoReflect.Descriptor instead.
 func (*ListGroupsRequest) Descriptor() ([]byte, []int) {
-	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{36}
+	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{41}
 }
 
 type GroupSummary struct {
@@ -2350,7 +2616,7 @@ type GroupSummary struct {
 
 func (x *GroupSummary) Reset() {
 	*x = GroupSummary{}
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[37]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2362,7 +2628,7 @@ func (x *GroupSummary) String() string {
 func (*GroupSummary) ProtoMessage() {}
 
 func (x *GroupSummary) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[37]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2375,7 +2641,7 @@ func (x *GroupSummary) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupSummary.ProtoReflect.Descriptor instead.
 func (*GroupSummary) Descriptor() ([]byte, []int) {
-	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{37}
+	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *GroupSummary) GetGroup() string {
@@ -2422,7 +2688,7 @@ type ListGroupsResponse struct {
 
 func (x *ListGroupsResponse) Reset() {
 	*x = ListGroupsResponse{}
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[38]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2434,7 +2700,7 @@ func (x *ListGroupsResponse) String() string {
 func (*ListGroupsResponse) ProtoMessage() {}
 
 func (x *ListGroupsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[38]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2447,7 +2713,7 @@ func (x *ListGroupsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListGroupsResponse.ProtoReflect.Descriptor instead.
 func (*ListGroupsResponse) Descriptor() ([]byte, []int) {
-	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{38}
+	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *ListGroupsResponse) GetGroups() []*GroupSummary {
@@ -2466,7 +2732,7 @@ type DeleteGroupRequest struct {
 
 func (x *DeleteGroupRequest) Reset() {
 	*x = DeleteGroupRequest{}
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[39]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2478,7 +2744,7 @@ func (x *DeleteGroupRequest) String() string {
 func (*DeleteGroupRequest) ProtoMessage() {}
 
 func (x *DeleteGroupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[39]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2491,7 +2757,7 @@ func (x *DeleteGroupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteGroupRequest.ProtoReflect.Descriptor instead.
 func (*DeleteGroupRequest) Descriptor() ([]byte, []int) {
-	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{39}
+	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *DeleteGroupRequest) GetGroup() string {
@@ -2510,7 +2776,7 @@ type DeleteGroupResponse struct {
 
 func (x *DeleteGroupResponse) Reset() {
 	*x = DeleteGroupResponse{}
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[40]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2522,7 +2788,7 @@ func (x *DeleteGroupResponse) String() string {
 func (*DeleteGroupResponse) ProtoMessage() {}
 
 func (x *DeleteGroupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[40]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2535,7 +2801,7 @@ func (x *DeleteGroupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteGroupResponse.ProtoReflect.Descriptor instead.
 func (*DeleteGroupResponse) Descriptor() ([]byte, []int) {
-	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{40}
+	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *DeleteGroupResponse) GetDeleted() bool {
@@ -2559,7 +2825,7 @@ type CommitOffsetRequest struct {
 
 func (x *CommitOffsetRequest) Reset() {
 	*x = CommitOffsetRequest{}
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[41]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2571,7 +2837,7 @@ func (x *CommitOffsetRequest) String() string {
 func (*CommitOffsetRequest) ProtoMessage() {}
 
 func (x *CommitOffsetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[41]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2584,7 +2850,7 @@ func (x *CommitOffsetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommitOffsetRequest.ProtoReflect.Descriptor instead.
 func (*CommitOffsetRequest) Descriptor() ([]byte, []int) {
-	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{41}
+	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *CommitOffsetRequest) GetGroup() string {
@@ -2637,7 +2903,7 @@ type CommitOffsetResponse struct {
 
 func (x *CommitOffsetResponse) Reset() {
 	*x = CommitOffsetResponse{}
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[42]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2649,7 +2915,7 @@ func (x *CommitOffsetResponse) String() string {
 func (*CommitOffsetResponse) ProtoMessage() {}
 
 func (x *CommitOffsetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[42]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2662,7 +2928,7 @@ func (x *CommitOffsetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommitOffsetResponse.ProtoReflect.Descriptor instead.
 func (*CommitOffsetResponse) Descriptor() ([]byte, []int) {
-	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{42}
+	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{47}
 }
 
 type PartitionOffset struct {
@@ -2675,7 +2941,7 @@ type PartitionOffset struct {
 
 func (x *PartitionOffset) Reset() {
 	*x = PartitionOffset{}
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[43]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2687,7 +2953,7 @@ func (x *PartitionOffset) String() string {
 func (*PartitionOffset) ProtoMessage() {}
 
 func (x *PartitionOffset) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[43]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2700,7 +2966,7 @@ func (x *PartitionOffset) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionOffset.ProtoReflect.Descriptor instead.
 func (*PartitionOffset) Descriptor() ([]byte, []int) {
-	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{43}
+	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *PartitionOffset) GetPartition() int32 {
@@ -2736,7 +3002,7 @@ type BatchCommitRequest struct {
 
 func (x *BatchCommitRequest) Reset() {
 	*x = BatchCommitRequest{}
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[44]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2748,7 +3014,7 @@ func (x *BatchCommitRequest) String() string {
 func (*BatchCommitRequest) ProtoMessage() {}
 
 func (x *BatchCommitRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[44]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2761,7 +3027,7 @@ func (x *BatchCommitRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BatchCommitRequest.ProtoReflect.Descriptor instead.
 func (*BatchCommitRequest) Descriptor() ([]byte, []int) {
-	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{44}
+	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *BatchCommitRequest) GetGroup() string {
@@ -2815,7 +3081,7 @@ type BatchCommitResponse struct {
 
 func (x *BatchCommitResponse) Reset() {
 	*x = BatchCommitResponse{}
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[45]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2827,7 +3093,7 @@ func (x *BatchCommitResponse) String() string {
 func (*BatchCommitResponse) ProtoMessage() {}
 
 func (x *BatchCommitResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[45]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2840,7 +3106,7 @@ func (x *BatchCommitResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BatchCommitResponse.ProtoReflect.Descriptor instead.
 func (*BatchCommitResponse) Descriptor() ([]byte, []int) {
-	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{45}
+	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *BatchCommitResponse) GetBatched() int32 {
@@ -2866,7 +3132,7 @@ type ResetOffsetsRequest struct {
 
 func (x *ResetOffsetsRequest) Reset() {
 	*x = ResetOffsetsRequest{}
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[46]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2878,7 +3144,7 @@ func (x *ResetOffsetsRequest) String() string {
 func (*ResetOffsetsRequest) ProtoMessage() {}
 
 func (x *ResetOffsetsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[46]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2891,7 +3157,7 @@ func (x *ResetOffsetsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResetOffsetsRequest.ProtoReflect.Descriptor instead.
 func (*ResetOffsetsRequest) Descriptor() ([]byte, []int) {
-	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{46}
+	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *ResetOffsetsRequest) GetGroup() string {
@@ -2934,7 +3200,7 @@ type ResetOffsetsResponse struct {
 
 func (x *ResetOffsetsResponse) Reset() {
 	*x = ResetOffsetsResponse{}
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[47]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2946,7 +3212,7 @@ func (x *ResetOffsetsResponse) String() string {
 func (*ResetOffsetsResponse) ProtoMessage() {}
 
 func (x *ResetOffsetsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[47]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2959,7 +3225,7 @@ func (x *ResetOffsetsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResetOffsetsResponse.ProtoReflect.Descriptor instead.
 func (*ResetOffsetsResponse) Descriptor() ([]byte, []int) {
-	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{47}
+	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *ResetOffsetsResponse) GetEntries() int32 {
@@ -2987,7 +3253,7 @@ type FetchOffsetRequest struct {
 
 func (x *FetchOffsetRequest) Reset() {
 	*x = FetchOffsetRequest{}
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[48]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2999,7 +3265,7 @@ func (x *FetchOffsetRequest) String() string {
 func (*FetchOffsetRequest) ProtoMessage() {}
 
 func (x *FetchOffsetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[48]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3012,7 +3278,7 @@ func (x *FetchOffsetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchOffsetRequest.ProtoReflect.Descriptor instead.
 func (*FetchOffsetRequest) Descriptor() ([]byte, []int) {
-	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{48}
+	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *FetchOffsetRequest) GetGroup() string {
@@ -3046,7 +3312,7 @@ type FetchOffsetResponse struct {
 
 func (x *FetchOffsetResponse) Reset() {
 	*x = FetchOffsetResponse{}
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[49]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3058,7 +3324,7 @@ func (x *FetchOffsetResponse) String() string {
 func (*FetchOffsetResponse) ProtoMessage() {}
 
 func (x *FetchOffsetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[49]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3071,7 +3337,7 @@ func (x *FetchOffsetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchOffsetResponse.ProtoReflect.Descriptor instead.
 func (*FetchOffsetResponse) Descriptor() ([]byte, []int) {
-	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{49}
+	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *FetchOffsetResponse) GetOffset() uint64 {
@@ -3097,7 +3363,7 @@ type TopicActivityRequest struct {
 
 func (x *TopicActivityRequest) Reset() {
 	*x = TopicActivityRequest{}
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[50]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3109,7 +3375,7 @@ func (x *TopicActivityRequest) String() string {
 func (*TopicActivityRequest) ProtoMessage() {}
 
 func (x *TopicActivityRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[50]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3122,7 +3388,7 @@ func (x *TopicActivityRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopicActivityRequest.ProtoReflect.Descriptor instead.
 func (*TopicActivityRequest) Descriptor() ([]byte, []int) {
-	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{50}
+	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *TopicActivityRequest) GetTopic() string {
@@ -3145,7 +3411,7 @@ type TopicActivityResponse struct {
 
 func (x *TopicActivityResponse) Reset() {
 	*x = TopicActivityResponse{}
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[51]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3157,7 +3423,7 @@ func (x *TopicActivityResponse) String() string {
 func (*TopicActivityResponse) ProtoMessage() {}
 
 func (x *TopicActivityResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[51]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3170,7 +3436,7 @@ func (x *TopicActivityResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopicActivityResponse.ProtoReflect.Descriptor instead.
 func (*TopicActivityResponse) Descriptor() ([]byte, []int) {
-	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{51}
+	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *TopicActivityResponse) GetActiveMembers() bool {
@@ -3198,7 +3464,21 @@ var File_strata_coordinator_v1_coordinator_proto protoreflect.FileDescriptor
 
 const file_strata_coordinator_v1_coordinator_proto_rawDesc = "" +
 	"\n" +
-	"'strata/coordinator/v1/coordinator.proto\x12\x15strata.coordinator.v1\"\x82\x02\n" +
+	"'strata/coordinator/v1/coordinator.proto\x12\x15strata.coordinator.v1\"j\n" +
+	"\x06TxnRef\x12)\n" +
+	"\x10transactional_id\x18\x01 \x01(\tR\x0ftransactionalId\x12\x1f\n" +
+	"\vproducer_id\x18\x02 \x01(\tR\n" +
+	"producerId\x12\x14\n" +
+	"\x05epoch\x18\x03 \x01(\x03R\x05epoch\"_\n" +
+	"\x16AbortTxnOffsetsRequest\x12\x14\n" +
+	"\x05group\x18\x01 \x01(\tR\x05group\x12/\n" +
+	"\x03txn\x18\x02 \x01(\v2\x1d.strata.coordinator.v1.TxnRefR\x03txn\"3\n" +
+	"\x17AbortTxnOffsetsResponse\x12\x18\n" +
+	"\acleared\x18\x01 \x01(\bR\acleared\"K\n" +
+	"\x18TxnOffsetsPendingRequest\x12/\n" +
+	"\x03txn\x18\x01 \x01(\v2\x1d.strata.coordinator.v1.TxnRefR\x03txn\"5\n" +
+	"\x19TxnOffsetsPendingResponse\x12\x18\n" +
+	"\apending\x18\x01 \x01(\bR\apending\"\x82\x02\n" +
 	"\x17SendOffsetsToTxnRequest\x12)\n" +
 	"\x10transactional_id\x18\x01 \x01(\tR\x0ftransactionalId\x12\x1f\n" +
 	"\vproducer_id\x18\x02 \x01(\tR\n" +
@@ -3213,7 +3493,7 @@ const file_strata_coordinator_v1_coordinator_proto_rawDesc = "" +
 	"\foffsets_list\x18\b \x01(\tR\voffsetsList\"l\n" +
 	"\x18SendOffsetsToTxnResponse\x12)\n" +
 	"\x10transactional_id\x18\x01 \x01(\tR\x0ftransactionalId\x12%\n" +
-	"\x0estaged_offsets\x18\x02 \x01(\rR\rstagedOffsets\"\xe4\x01\n" +
+	"\x0estaged_offsets\x18\x02 \x01(\rR\rstagedOffsets\"\x95\x02\n" +
 	"\x19ValidateTxnOffsetsRequest\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x14\n" +
 	"\x05topic\x18\x02 \x01(\tR\x05topic\x12\x16\n" +
@@ -3222,14 +3502,16 @@ const file_strata_coordinator_v1_coordinator_proto_rawDesc = "" +
 	"generation\x18\x04 \x01(\x04R\n" +
 	"generation\x12@\n" +
 	"\aoffsets\x18\x05 \x03(\v2&.strata.coordinator.v1.PartitionOffsetR\aoffsets\x12!\n" +
-	"\foffsets_list\x18\x06 \x01(\tR\voffsetsList\"\x80\x01\n" +
+	"\foffsets_list\x18\x06 \x01(\tR\voffsetsList\x12/\n" +
+	"\x03txn\x18\a \x01(\v2\x1d.strata.coordinator.v1.TxnRefR\x03txn\"\x80\x01\n" +
 	"\x1aValidateTxnOffsetsResponse\x12 \n" +
 	"\vincarnation\x18\x01 \x01(\x04R\vincarnation\x12@\n" +
-	"\aoffsets\x18\x02 \x03(\v2&.strata.coordinator.v1.PartitionOffsetR\aoffsets\"\x98\x01\n" +
+	"\aoffsets\x18\x02 \x03(\v2&.strata.coordinator.v1.PartitionOffsetR\aoffsets\"\xc9\x01\n" +
 	"\x17CommitTxnOffsetsRequest\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12 \n" +
 	"\vincarnation\x18\x02 \x01(\x04R\vincarnation\x12E\n" +
-	"\aoffsets\x18\x03 \x03(\v2+.strata.coordinator.v1.TopicPartitionOffsetR\aoffsets\"b\n" +
+	"\aoffsets\x18\x03 \x03(\v2+.strata.coordinator.v1.TopicPartitionOffsetR\aoffsets\x12/\n" +
+	"\x03txn\x18\x04 \x01(\v2\x1d.strata.coordinator.v1.TxnRefR\x03txn\"b\n" +
 	"\x14TopicPartitionOffset\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x16\n" +
@@ -3446,7 +3728,7 @@ const file_strata_coordinator_v1_coordinator_proto_rawDesc = "" +
 	"\x15TopicActivityResponse\x12%\n" +
 	"\x0eactive_members\x18\x01 \x01(\bR\ractiveMembers\x12\x16\n" +
 	"\x06groups\x18\x02 \x03(\tR\x06groups\x12/\n" +
-	"\x13active_transactions\x18\x03 \x03(\tR\x12activeTransactions2\xc1\x12\n" +
+	"\x13active_transactions\x18\x03 \x03(\tR\x12activeTransactions2\xab\x14\n" +
 	"\x12CoordinatorService\x12j\n" +
 	"\rRegisterGroup\x12+.strata.coordinator.v1.RegisterGroupRequest\x1a,.strata.coordinator.v1.RegisterGroupResponse\x12^\n" +
 	"\tJoinGroup\x12'.strata.coordinator.v1.JoinGroupRequest\x1a(.strata.coordinator.v1.JoinGroupResponse\x12^\n" +
@@ -3473,7 +3755,9 @@ const file_strata_coordinator_v1_coordinator_proto_rawDesc = "" +
 	"\bAbortTxn\x12&.strata.coordinator.v1.AbortTxnRequest\x1a'.strata.coordinator.v1.AbortTxnResponse\x12s\n" +
 	"\x10SendOffsetsToTxn\x12..strata.coordinator.v1.SendOffsetsToTxnRequest\x1a/.strata.coordinator.v1.SendOffsetsToTxnResponse\x12y\n" +
 	"\x12ValidateTxnOffsets\x120.strata.coordinator.v1.ValidateTxnOffsetsRequest\x1a1.strata.coordinator.v1.ValidateTxnOffsetsResponse\x12s\n" +
-	"\x10CommitTxnOffsets\x12..strata.coordinator.v1.CommitTxnOffsetsRequest\x1a/.strata.coordinator.v1.CommitTxnOffsetsResponseBFZDgithub.com/strataio/strata/proto/strata/coordinator/v1;coordinatorv1b\x06proto3"
+	"\x10CommitTxnOffsets\x12..strata.coordinator.v1.CommitTxnOffsetsRequest\x1a/.strata.coordinator.v1.CommitTxnOffsetsResponse\x12p\n" +
+	"\x0fAbortTxnOffsets\x12-.strata.coordinator.v1.AbortTxnOffsetsRequest\x1a..strata.coordinator.v1.AbortTxnOffsetsResponse\x12v\n" +
+	"\x11TxnOffsetsPending\x12/.strata.coordinator.v1.TxnOffsetsPendingRequest\x1a0.strata.coordinator.v1.TxnOffsetsPendingResponseBFZDgithub.com/strataio/strata/proto/strata/coordinator/v1;coordinatorv1b\x06proto3"
 
 var (
 	file_strata_coordinator_v1_coordinator_proto_rawDescOnce sync.Once
@@ -3487,128 +3771,141 @@ func file_strata_coordinator_v1_coordinator_proto_rawDescGZIP() []byte {
 	return file_strata_coordinator_v1_coordinator_proto_rawDescData
 }
 
-var file_strata_coordinator_v1_coordinator_proto_msgTypes = make([]protoimpl.MessageInfo, 52)
+var file_strata_coordinator_v1_coordinator_proto_msgTypes = make([]protoimpl.MessageInfo, 57)
 var file_strata_coordinator_v1_coordinator_proto_goTypes = []any{
-	(*SendOffsetsToTxnRequest)(nil),    // 0: strata.coordinator.v1.SendOffsetsToTxnRequest
-	(*SendOffsetsToTxnResponse)(nil),   // 1: strata.coordinator.v1.SendOffsetsToTxnResponse
-	(*ValidateTxnOffsetsRequest)(nil),  // 2: strata.coordinator.v1.ValidateTxnOffsetsRequest
-	(*ValidateTxnOffsetsResponse)(nil), // 3: strata.coordinator.v1.ValidateTxnOffsetsResponse
-	(*CommitTxnOffsetsRequest)(nil),    // 4: strata.coordinator.v1.CommitTxnOffsetsRequest
-	(*TopicPartitionOffset)(nil),       // 5: strata.coordinator.v1.TopicPartitionOffset
-	(*CommitTxnOffsetsResponse)(nil),   // 6: strata.coordinator.v1.CommitTxnOffsetsResponse
-	(*InitProducerIdRequest)(nil),      // 7: strata.coordinator.v1.InitProducerIdRequest
-	(*InitProducerIdResponse)(nil),     // 8: strata.coordinator.v1.InitProducerIdResponse
-	(*BeginTxnRequest)(nil),            // 9: strata.coordinator.v1.BeginTxnRequest
-	(*BeginTxnResponse)(nil),           // 10: strata.coordinator.v1.BeginTxnResponse
-	(*TxnPublishRequest)(nil),          // 11: strata.coordinator.v1.TxnPublishRequest
-	(*TxnPublishResponse)(nil),         // 12: strata.coordinator.v1.TxnPublishResponse
-	(*EndTxnRequest)(nil),              // 13: strata.coordinator.v1.EndTxnRequest
-	(*EndTxnResponse)(nil),             // 14: strata.coordinator.v1.EndTxnResponse
-	(*TxnStatusRequest)(nil),           // 15: strata.coordinator.v1.TxnStatusRequest
-	(*TxnInfo)(nil),                    // 16: strata.coordinator.v1.TxnInfo
-	(*TxnStatusResponse)(nil),          // 17: strata.coordinator.v1.TxnStatusResponse
-	(*ListTxnsRequest)(nil),            // 18: strata.coordinator.v1.ListTxnsRequest
-	(*ListTxnsResponse)(nil),           // 19: strata.coordinator.v1.ListTxnsResponse
-	(*AbortTxnRequest)(nil),            // 20: strata.coordinator.v1.AbortTxnRequest
-	(*AbortTxnResponse)(nil),           // 21: strata.coordinator.v1.AbortTxnResponse
-	(*TopicPartition)(nil),             // 22: strata.coordinator.v1.TopicPartition
-	(*RegisterGroupRequest)(nil),       // 23: strata.coordinator.v1.RegisterGroupRequest
-	(*RegisterGroupResponse)(nil),      // 24: strata.coordinator.v1.RegisterGroupResponse
-	(*JoinGroupRequest)(nil),           // 25: strata.coordinator.v1.JoinGroupRequest
-	(*JoinGroupResponse)(nil),          // 26: strata.coordinator.v1.JoinGroupResponse
-	(*SyncGroupRequest)(nil),           // 27: strata.coordinator.v1.SyncGroupRequest
-	(*SyncGroupResponse)(nil),          // 28: strata.coordinator.v1.SyncGroupResponse
-	(*HeartbeatRequest)(nil),           // 29: strata.coordinator.v1.HeartbeatRequest
-	(*HeartbeatResponse)(nil),          // 30: strata.coordinator.v1.HeartbeatResponse
-	(*LeaveGroupRequest)(nil),          // 31: strata.coordinator.v1.LeaveGroupRequest
-	(*LeaveGroupResponse)(nil),         // 32: strata.coordinator.v1.LeaveGroupResponse
-	(*GroupStatusRequest)(nil),         // 33: strata.coordinator.v1.GroupStatusRequest
-	(*GroupMember)(nil),                // 34: strata.coordinator.v1.GroupMember
-	(*GroupStatusResponse)(nil),        // 35: strata.coordinator.v1.GroupStatusResponse
-	(*ListGroupsRequest)(nil),          // 36: strata.coordinator.v1.ListGroupsRequest
-	(*GroupSummary)(nil),               // 37: strata.coordinator.v1.GroupSummary
-	(*ListGroupsResponse)(nil),         // 38: strata.coordinator.v1.ListGroupsResponse
-	(*DeleteGroupRequest)(nil),         // 39: strata.coordinator.v1.DeleteGroupRequest
-	(*DeleteGroupResponse)(nil),        // 40: strata.coordinator.v1.DeleteGroupResponse
-	(*CommitOffsetRequest)(nil),        // 41: strata.coordinator.v1.CommitOffsetRequest
-	(*CommitOffsetResponse)(nil),       // 42: strata.coordinator.v1.CommitOffsetResponse
-	(*PartitionOffset)(nil),            // 43: strata.coordinator.v1.PartitionOffset
-	(*BatchCommitRequest)(nil),         // 44: strata.coordinator.v1.BatchCommitRequest
-	(*BatchCommitResponse)(nil),        // 45: strata.coordinator.v1.BatchCommitResponse
-	(*ResetOffsetsRequest)(nil),        // 46: strata.coordinator.v1.ResetOffsetsRequest
-	(*ResetOffsetsResponse)(nil),       // 47: strata.coordinator.v1.ResetOffsetsResponse
-	(*FetchOffsetRequest)(nil),         // 48: strata.coordinator.v1.FetchOffsetRequest
-	(*FetchOffsetResponse)(nil),        // 49: strata.coordinator.v1.FetchOffsetResponse
-	(*TopicActivityRequest)(nil),       // 50: strata.coordinator.v1.TopicActivityRequest
-	(*TopicActivityResponse)(nil),      // 51: strata.coordinator.v1.TopicActivityResponse
+	(*TxnRef)(nil),                     // 0: strata.coordinator.v1.TxnRef
+	(*AbortTxnOffsetsRequest)(nil),     // 1: strata.coordinator.v1.AbortTxnOffsetsRequest
+	(*AbortTxnOffsetsResponse)(nil),    // 2: strata.coordinator.v1.AbortTxnOffsetsResponse
+	(*TxnOffsetsPendingRequest)(nil),   // 3: strata.coordinator.v1.TxnOffsetsPendingRequest
+	(*TxnOffsetsPendingResponse)(nil),  // 4: strata.coordinator.v1.TxnOffsetsPendingResponse
+	(*SendOffsetsToTxnRequest)(nil),    // 5: strata.coordinator.v1.SendOffsetsToTxnRequest
+	(*SendOffsetsToTxnResponse)(nil),   // 6: strata.coordinator.v1.SendOffsetsToTxnResponse
+	(*ValidateTxnOffsetsRequest)(nil),  // 7: strata.coordinator.v1.ValidateTxnOffsetsRequest
+	(*ValidateTxnOffsetsResponse)(nil), // 8: strata.coordinator.v1.ValidateTxnOffsetsResponse
+	(*CommitTxnOffsetsRequest)(nil),    // 9: strata.coordinator.v1.CommitTxnOffsetsRequest
+	(*TopicPartitionOffset)(nil),       // 10: strata.coordinator.v1.TopicPartitionOffset
+	(*CommitTxnOffsetsResponse)(nil),   // 11: strata.coordinator.v1.CommitTxnOffsetsResponse
+	(*InitProducerIdRequest)(nil),      // 12: strata.coordinator.v1.InitProducerIdRequest
+	(*InitProducerIdResponse)(nil),     // 13: strata.coordinator.v1.InitProducerIdResponse
+	(*BeginTxnRequest)(nil),            // 14: strata.coordinator.v1.BeginTxnRequest
+	(*BeginTxnResponse)(nil),           // 15: strata.coordinator.v1.BeginTxnResponse
+	(*TxnPublishRequest)(nil),          // 16: strata.coordinator.v1.TxnPublishRequest
+	(*TxnPublishResponse)(nil),         // 17: strata.coordinator.v1.TxnPublishResponse
+	(*EndTxnRequest)(nil),              // 18: strata.coordinator.v1.EndTxnRequest
+	(*EndTxnResponse)(nil),             // 19: strata.coordinator.v1.EndTxnResponse
+	(*TxnStatusRequest)(nil),           // 20: strata.coordinator.v1.TxnStatusRequest
+	(*TxnInfo)(nil),                    // 21: strata.coordinator.v1.TxnInfo
+	(*TxnStatusResponse)(nil),          // 22: strata.coordinator.v1.TxnStatusResponse
+	(*ListTxnsRequest)(nil),            // 23: strata.coordinator.v1.ListTxnsRequest
+	(*ListTxnsResponse)(nil),           // 24: strata.coordinator.v1.ListTxnsResponse
+	(*AbortTxnRequest)(nil),            // 25: strata.coordinator.v1.AbortTxnRequest
+	(*AbortTxnResponse)(nil),           // 26: strata.coordinator.v1.AbortTxnResponse
+	(*TopicPartition)(nil),             // 27: strata.coordinator.v1.TopicPartition
+	(*RegisterGroupRequest)(nil),       // 28: strata.coordinator.v1.RegisterGroupRequest
+	(*RegisterGroupResponse)(nil),      // 29: strata.coordinator.v1.RegisterGroupResponse
+	(*JoinGroupRequest)(nil),           // 30: strata.coordinator.v1.JoinGroupRequest
+	(*JoinGroupResponse)(nil),          // 31: strata.coordinator.v1.JoinGroupResponse
+	(*SyncGroupRequest)(nil),           // 32: strata.coordinator.v1.SyncGroupRequest
+	(*SyncGroupResponse)(nil),          // 33: strata.coordinator.v1.SyncGroupResponse
+	(*HeartbeatRequest)(nil),           // 34: strata.coordinator.v1.HeartbeatRequest
+	(*HeartbeatResponse)(nil),          // 35: strata.coordinator.v1.HeartbeatResponse
+	(*LeaveGroupRequest)(nil),          // 36: strata.coordinator.v1.LeaveGroupRequest
+	(*LeaveGroupResponse)(nil),         // 37: strata.coordinator.v1.LeaveGroupResponse
+	(*GroupStatusRequest)(nil),         // 38: strata.coordinator.v1.GroupStatusRequest
+	(*GroupMember)(nil),                // 39: strata.coordinator.v1.GroupMember
+	(*GroupStatusResponse)(nil),        // 40: strata.coordinator.v1.GroupStatusResponse
+	(*ListGroupsRequest)(nil),          // 41: strata.coordinator.v1.ListGroupsRequest
+	(*GroupSummary)(nil),               // 42: strata.coordinator.v1.GroupSummary
+	(*ListGroupsResponse)(nil),         // 43: strata.coordinator.v1.ListGroupsResponse
+	(*DeleteGroupRequest)(nil),         // 44: strata.coordinator.v1.DeleteGroupRequest
+	(*DeleteGroupResponse)(nil),        // 45: strata.coordinator.v1.DeleteGroupResponse
+	(*CommitOffsetRequest)(nil),        // 46: strata.coordinator.v1.CommitOffsetRequest
+	(*CommitOffsetResponse)(nil),       // 47: strata.coordinator.v1.CommitOffsetResponse
+	(*PartitionOffset)(nil),            // 48: strata.coordinator.v1.PartitionOffset
+	(*BatchCommitRequest)(nil),         // 49: strata.coordinator.v1.BatchCommitRequest
+	(*BatchCommitResponse)(nil),        // 50: strata.coordinator.v1.BatchCommitResponse
+	(*ResetOffsetsRequest)(nil),        // 51: strata.coordinator.v1.ResetOffsetsRequest
+	(*ResetOffsetsResponse)(nil),       // 52: strata.coordinator.v1.ResetOffsetsResponse
+	(*FetchOffsetRequest)(nil),         // 53: strata.coordinator.v1.FetchOffsetRequest
+	(*FetchOffsetResponse)(nil),        // 54: strata.coordinator.v1.FetchOffsetResponse
+	(*TopicActivityRequest)(nil),       // 55: strata.coordinator.v1.TopicActivityRequest
+	(*TopicActivityResponse)(nil),      // 56: strata.coordinator.v1.TopicActivityResponse
 }
 var file_strata_coordinator_v1_coordinator_proto_depIdxs = []int32{
-	43, // 0: strata.coordinator.v1.ValidateTxnOffsetsRequest.offsets:type_name -> strata.coordinator.v1.PartitionOffset
-	43, // 1: strata.coordinator.v1.ValidateTxnOffsetsResponse.offsets:type_name -> strata.coordinator.v1.PartitionOffset
-	5,  // 2: strata.coordinator.v1.CommitTxnOffsetsRequest.offsets:type_name -> strata.coordinator.v1.TopicPartitionOffset
-	22, // 3: strata.coordinator.v1.TxnInfo.participants:type_name -> strata.coordinator.v1.TopicPartition
-	16, // 4: strata.coordinator.v1.TxnStatusResponse.txn:type_name -> strata.coordinator.v1.TxnInfo
-	16, // 5: strata.coordinator.v1.ListTxnsResponse.txns:type_name -> strata.coordinator.v1.TxnInfo
-	16, // 6: strata.coordinator.v1.AbortTxnResponse.txn:type_name -> strata.coordinator.v1.TxnInfo
-	22, // 7: strata.coordinator.v1.RegisterGroupResponse.partitions:type_name -> strata.coordinator.v1.TopicPartition
-	22, // 8: strata.coordinator.v1.JoinGroupResponse.topic_assignments:type_name -> strata.coordinator.v1.TopicPartition
-	22, // 9: strata.coordinator.v1.SyncGroupResponse.topic_assignments:type_name -> strata.coordinator.v1.TopicPartition
-	22, // 10: strata.coordinator.v1.GroupMember.topic_assignments:type_name -> strata.coordinator.v1.TopicPartition
-	34, // 11: strata.coordinator.v1.GroupStatusResponse.members:type_name -> strata.coordinator.v1.GroupMember
-	37, // 12: strata.coordinator.v1.ListGroupsResponse.groups:type_name -> strata.coordinator.v1.GroupSummary
-	43, // 13: strata.coordinator.v1.BatchCommitRequest.offsets:type_name -> strata.coordinator.v1.PartitionOffset
-	43, // 14: strata.coordinator.v1.ResetOffsetsRequest.offsets:type_name -> strata.coordinator.v1.PartitionOffset
-	23, // 15: strata.coordinator.v1.CoordinatorService.RegisterGroup:input_type -> strata.coordinator.v1.RegisterGroupRequest
-	25, // 16: strata.coordinator.v1.CoordinatorService.JoinGroup:input_type -> strata.coordinator.v1.JoinGroupRequest
-	27, // 17: strata.coordinator.v1.CoordinatorService.SyncGroup:input_type -> strata.coordinator.v1.SyncGroupRequest
-	29, // 18: strata.coordinator.v1.CoordinatorService.Heartbeat:input_type -> strata.coordinator.v1.HeartbeatRequest
-	31, // 19: strata.coordinator.v1.CoordinatorService.LeaveGroup:input_type -> strata.coordinator.v1.LeaveGroupRequest
-	33, // 20: strata.coordinator.v1.CoordinatorService.GroupStatus:input_type -> strata.coordinator.v1.GroupStatusRequest
-	36, // 21: strata.coordinator.v1.CoordinatorService.ListGroups:input_type -> strata.coordinator.v1.ListGroupsRequest
-	39, // 22: strata.coordinator.v1.CoordinatorService.DeleteGroup:input_type -> strata.coordinator.v1.DeleteGroupRequest
-	41, // 23: strata.coordinator.v1.CoordinatorService.CommitOffset:input_type -> strata.coordinator.v1.CommitOffsetRequest
-	44, // 24: strata.coordinator.v1.CoordinatorService.BatchCommit:input_type -> strata.coordinator.v1.BatchCommitRequest
-	48, // 25: strata.coordinator.v1.CoordinatorService.FetchOffset:input_type -> strata.coordinator.v1.FetchOffsetRequest
-	46, // 26: strata.coordinator.v1.CoordinatorService.ResetOffsets:input_type -> strata.coordinator.v1.ResetOffsetsRequest
-	50, // 27: strata.coordinator.v1.CoordinatorService.TopicActivity:input_type -> strata.coordinator.v1.TopicActivityRequest
-	7,  // 28: strata.coordinator.v1.CoordinatorService.InitProducerId:input_type -> strata.coordinator.v1.InitProducerIdRequest
-	9,  // 29: strata.coordinator.v1.CoordinatorService.BeginTxn:input_type -> strata.coordinator.v1.BeginTxnRequest
-	11, // 30: strata.coordinator.v1.CoordinatorService.TxnPublish:input_type -> strata.coordinator.v1.TxnPublishRequest
-	13, // 31: strata.coordinator.v1.CoordinatorService.EndTxn:input_type -> strata.coordinator.v1.EndTxnRequest
-	15, // 32: strata.coordinator.v1.CoordinatorService.TxnStatus:input_type -> strata.coordinator.v1.TxnStatusRequest
-	18, // 33: strata.coordinator.v1.CoordinatorService.ListTxns:input_type -> strata.coordinator.v1.ListTxnsRequest
-	20, // 34: strata.coordinator.v1.CoordinatorService.AbortTxn:input_type -> strata.coordinator.v1.AbortTxnRequest
-	0,  // 35: strata.coordinator.v1.CoordinatorService.SendOffsetsToTxn:input_type -> strata.coordinator.v1.SendOffsetsToTxnRequest
-	2,  // 36: strata.coordinator.v1.CoordinatorService.ValidateTxnOffsets:input_type -> strata.coordinator.v1.ValidateTxnOffsetsRequest
-	4,  // 37: strata.coordinator.v1.CoordinatorService.CommitTxnOffsets:input_type -> strata.coordinator.v1.CommitTxnOffsetsRequest
-	24, // 38: strata.coordinator.v1.CoordinatorService.RegisterGroup:output_type -> strata.coordinator.v1.RegisterGroupResponse
-	26, // 39: strata.coordinator.v1.CoordinatorService.JoinGroup:output_type -> strata.coordinator.v1.JoinGroupResponse
-	28, // 40: strata.coordinator.v1.CoordinatorService.SyncGroup:output_type -> strata.coordinator.v1.SyncGroupResponse
-	30, // 41: strata.coordinator.v1.CoordinatorService.Heartbeat:output_type -> strata.coordinator.v1.HeartbeatResponse
-	32, // 42: strata.coordinator.v1.CoordinatorService.LeaveGroup:output_type -> strata.coordinator.v1.LeaveGroupResponse
-	35, // 43: strata.coordinator.v1.CoordinatorService.GroupStatus:output_type -> strata.coordinator.v1.GroupStatusResponse
-	38, // 44: strata.coordinator.v1.CoordinatorService.ListGroups:output_type -> strata.coordinator.v1.ListGroupsResponse
-	40, // 45: strata.coordinator.v1.CoordinatorService.DeleteGroup:output_type -> strata.coordinator.v1.DeleteGroupResponse
-	42, // 46: strata.coordinator.v1.CoordinatorService.CommitOffset:output_type -> strata.coordinator.v1.CommitOffsetResponse
-	45, // 47: strata.coordinator.v1.CoordinatorService.BatchCommit:output_type -> strata.coordinator.v1.BatchCommitResponse
-	49, // 48: strata.coordinator.v1.CoordinatorService.FetchOffset:output_type -> strata.coordinator.v1.FetchOffsetResponse
-	47, // 49: strata.coordinator.v1.CoordinatorService.ResetOffsets:output_type -> strata.coordinator.v1.ResetOffsetsResponse
-	51, // 50: strata.coordinator.v1.CoordinatorService.TopicActivity:output_type -> strata.coordinator.v1.TopicActivityResponse
-	8,  // 51: strata.coordinator.v1.CoordinatorService.InitProducerId:output_type -> strata.coordinator.v1.InitProducerIdResponse
-	10, // 52: strata.coordinator.v1.CoordinatorService.BeginTxn:output_type -> strata.coordinator.v1.BeginTxnResponse
-	12, // 53: strata.coordinator.v1.CoordinatorService.TxnPublish:output_type -> strata.coordinator.v1.TxnPublishResponse
-	14, // 54: strata.coordinator.v1.CoordinatorService.EndTxn:output_type -> strata.coordinator.v1.EndTxnResponse
-	17, // 55: strata.coordinator.v1.CoordinatorService.TxnStatus:output_type -> strata.coordinator.v1.TxnStatusResponse
-	19, // 56: strata.coordinator.v1.CoordinatorService.ListTxns:output_type -> strata.coordinator.v1.ListTxnsResponse
-	21, // 57: strata.coordinator.v1.CoordinatorService.AbortTxn:output_type -> strata.coordinator.v1.AbortTxnResponse
-	1,  // 58: strata.coordinator.v1.CoordinatorService.SendOffsetsToTxn:output_type -> strata.coordinator.v1.SendOffsetsToTxnResponse
-	3,  // 59: strata.coordinator.v1.CoordinatorService.ValidateTxnOffsets:output_type -> strata.coordinator.v1.ValidateTxnOffsetsResponse
-	6,  // 60: strata.coordinator.v1.CoordinatorService.CommitTxnOffsets:output_type -> strata.coordinator.v1.CommitTxnOffsetsResponse
-	38, // [38:61] is the sub-list for method output_type
-	15, // [15:38] is the sub-list for method input_type
-	15, // [15:15] is the sub-list for extension type_name
-	15, // [15:15] is the sub-list for extension extendee
-	0,  // [0:15] is the sub-list for field type_name
+	0,  // 0: strata.coordinator.v1.AbortTxnOffsetsRequest.txn:type_name -> strata.coordinator.v1.TxnRef
+	0,  // 1: strata.coordinator.v1.TxnOffsetsPendingRequest.txn:type_name -> strata.coordinator.v1.TxnRef
+	48, // 2: strata.coordinator.v1.ValidateTxnOffsetsRequest.offsets:type_name -> strata.coordinator.v1.PartitionOffset
+	0,  // 3: strata.coordinator.v1.ValidateTxnOffsetsRequest.txn:type_name -> strata.coordinator.v1.TxnRef
+	48, // 4: strata.coordinator.v1.ValidateTxnOffsetsResponse.offsets:type_name -> strata.coordinator.v1.PartitionOffset
+	10, // 5: strata.coordinator.v1.CommitTxnOffsetsRequest.offsets:type_name -> strata.coordinator.v1.TopicPartitionOffset
+	0,  // 6: strata.coordinator.v1.CommitTxnOffsetsRequest.txn:type_name -> strata.coordinator.v1.TxnRef
+	27, // 7: strata.coordinator.v1.TxnInfo.participants:type_name -> strata.coordinator.v1.TopicPartition
+	21, // 8: strata.coordinator.v1.TxnStatusResponse.txn:type_name -> strata.coordinator.v1.TxnInfo
+	21, // 9: strata.coordinator.v1.ListTxnsResponse.txns:type_name -> strata.coordinator.v1.TxnInfo
+	21, // 10: strata.coordinator.v1.AbortTxnResponse.txn:type_name -> strata.coordinator.v1.TxnInfo
+	27, // 11: strata.coordinator.v1.RegisterGroupResponse.partitions:type_name -> strata.coordinator.v1.TopicPartition
+	27, // 12: strata.coordinator.v1.JoinGroupResponse.topic_assignments:type_name -> strata.coordinator.v1.TopicPartition
+	27, // 13: strata.coordinator.v1.SyncGroupResponse.topic_assignments:type_name -> strata.coordinator.v1.TopicPartition
+	27, // 14: strata.coordinator.v1.GroupMember.topic_assignments:type_name -> strata.coordinator.v1.TopicPartition
+	39, // 15: strata.coordinator.v1.GroupStatusResponse.members:type_name -> strata.coordinator.v1.GroupMember
+	42, // 16: strata.coordinator.v1.ListGroupsResponse.groups:type_name -> strata.coordinator.v1.GroupSummary
+	48, // 17: strata.coordinator.v1.BatchCommitRequest.offsets:type_name -> strata.coordinator.v1.PartitionOffset
+	48, // 18: strata.coordinator.v1.ResetOffsetsRequest.offsets:type_name -> strata.coordinator.v1.PartitionOffset
+	28, // 19: strata.coordinator.v1.CoordinatorService.RegisterGroup:input_type -> strata.coordinator.v1.RegisterGroupRequest
+	30, // 20: strata.coordinator.v1.CoordinatorService.JoinGroup:input_type -> strata.coordinator.v1.JoinGroupRequest
+	32, // 21: strata.coordinator.v1.CoordinatorService.SyncGroup:input_type -> strata.coordinator.v1.SyncGroupRequest
+	34, // 22: strata.coordinator.v1.CoordinatorService.Heartbeat:input_type -> strata.coordinator.v1.HeartbeatRequest
+	36, // 23: strata.coordinator.v1.CoordinatorService.LeaveGroup:input_type -> strata.coordinator.v1.LeaveGroupRequest
+	38, // 24: strata.coordinator.v1.CoordinatorService.GroupStatus:input_type -> strata.coordinator.v1.GroupStatusRequest
+	41, // 25: strata.coordinator.v1.CoordinatorService.ListGroups:input_type -> strata.coordinator.v1.ListGroupsRequest
+	44, // 26: strata.coordinator.v1.CoordinatorService.DeleteGroup:input_type -> strata.coordinator.v1.DeleteGroupRequest
+	46, // 27: strata.coordinator.v1.CoordinatorService.CommitOffset:input_type -> strata.coordinator.v1.CommitOffsetRequest
+	49, // 28: strata.coordinator.v1.CoordinatorService.BatchCommit:input_type -> strata.coordinator.v1.BatchCommitRequest
+	53, // 29: strata.coordinator.v1.CoordinatorService.FetchOffset:input_type -> strata.coordinator.v1.FetchOffsetRequest
+	51, // 30: strata.coordinator.v1.CoordinatorService.ResetOffsets:input_type -> strata.coordinator.v1.ResetOffsetsRequest
+	55, // 31: strata.coordinator.v1.CoordinatorService.TopicActivity:input_type -> strata.coordinator.v1.TopicActivityRequest
+	12, // 32: strata.coordinator.v1.CoordinatorService.InitProducerId:input_type -> strata.coordinator.v1.InitProducerIdRequest
+	14, // 33: strata.coordinator.v1.CoordinatorService.BeginTxn:input_type -> strata.coordinator.v1.BeginTxnRequest
+	16, // 34: strata.coordinator.v1.CoordinatorService.TxnPublish:input_type -> strata.coordinator.v1.TxnPublishRequest
+	18, // 35: strata.coordinator.v1.CoordinatorService.EndTxn:input_type -> strata.coordinator.v1.EndTxnRequest
+	20, // 36: strata.coordinator.v1.CoordinatorService.TxnStatus:input_type -> strata.coordinator.v1.TxnStatusRequest
+	23, // 37: strata.coordinator.v1.CoordinatorService.ListTxns:input_type -> strata.coordinator.v1.ListTxnsRequest
+	25, // 38: strata.coordinator.v1.CoordinatorService.AbortTxn:input_type -> strata.coordinator.v1.AbortTxnRequest
+	5,  // 39: strata.coordinator.v1.CoordinatorService.SendOffsetsToTxn:input_type -> strata.coordinator.v1.SendOffsetsToTxnRequest
+	7,  // 40: strata.coordinator.v1.CoordinatorService.ValidateTxnOffsets:input_type -> strata.coordinator.v1.ValidateTxnOffsetsRequest
+	9,  // 41: strata.coordinator.v1.CoordinatorService.CommitTxnOffsets:input_type -> strata.coordinator.v1.CommitTxnOffsetsRequest
+	1,  // 42: strata.coordinator.v1.CoordinatorService.AbortTxnOffsets:input_type -> strata.coordinator.v1.AbortTxnOffsetsRequest
+	3,  // 43: strata.coordinator.v1.CoordinatorService.TxnOffsetsPending:input_type -> strata.coordinator.v1.TxnOffsetsPendingRequest
+	29, // 44: strata.coordinator.v1.CoordinatorService.RegisterGroup:output_type -> strata.coordinator.v1.RegisterGroupResponse
+	31, // 45: strata.coordinator.v1.CoordinatorService.JoinGroup:output_type -> strata.coordinator.v1.JoinGroupResponse
+	33, // 46: strata.coordinator.v1.CoordinatorService.SyncGroup:output_type -> strata.coordinator.v1.SyncGroupResponse
+	35, // 47: strata.coordinator.v1.CoordinatorService.Heartbeat:output_type -> strata.coordinator.v1.HeartbeatResponse
+	37, // 48: strata.coordinator.v1.CoordinatorService.LeaveGroup:output_type -> strata.coordinator.v1.LeaveGroupResponse
+	40, // 49: strata.coordinator.v1.CoordinatorService.GroupStatus:output_type -> strata.coordinator.v1.GroupStatusResponse
+	43, // 50: strata.coordinator.v1.CoordinatorService.ListGroups:output_type -> strata.coordinator.v1.ListGroupsResponse
+	45, // 51: strata.coordinator.v1.CoordinatorService.DeleteGroup:output_type -> strata.coordinator.v1.DeleteGroupResponse
+	47, // 52: strata.coordinator.v1.CoordinatorService.CommitOffset:output_type -> strata.coordinator.v1.CommitOffsetResponse
+	50, // 53: strata.coordinator.v1.CoordinatorService.BatchCommit:output_type -> strata.coordinator.v1.BatchCommitResponse
+	54, // 54: strata.coordinator.v1.CoordinatorService.FetchOffset:output_type -> strata.coordinator.v1.FetchOffsetResponse
+	52, // 55: strata.coordinator.v1.CoordinatorService.ResetOffsets:output_type -> strata.coordinator.v1.ResetOffsetsResponse
+	56, // 56: strata.coordinator.v1.CoordinatorService.TopicActivity:output_type -> strata.coordinator.v1.TopicActivityResponse
+	13, // 57: strata.coordinator.v1.CoordinatorService.InitProducerId:output_type -> strata.coordinator.v1.InitProducerIdResponse
+	15, // 58: strata.coordinator.v1.CoordinatorService.BeginTxn:output_type -> strata.coordinator.v1.BeginTxnResponse
+	17, // 59: strata.coordinator.v1.CoordinatorService.TxnPublish:output_type -> strata.coordinator.v1.TxnPublishResponse
+	19, // 60: strata.coordinator.v1.CoordinatorService.EndTxn:output_type -> strata.coordinator.v1.EndTxnResponse
+	22, // 61: strata.coordinator.v1.CoordinatorService.TxnStatus:output_type -> strata.coordinator.v1.TxnStatusResponse
+	24, // 62: strata.coordinator.v1.CoordinatorService.ListTxns:output_type -> strata.coordinator.v1.ListTxnsResponse
+	26, // 63: strata.coordinator.v1.CoordinatorService.AbortTxn:output_type -> strata.coordinator.v1.AbortTxnResponse
+	6,  // 64: strata.coordinator.v1.CoordinatorService.SendOffsetsToTxn:output_type -> strata.coordinator.v1.SendOffsetsToTxnResponse
+	8,  // 65: strata.coordinator.v1.CoordinatorService.ValidateTxnOffsets:output_type -> strata.coordinator.v1.ValidateTxnOffsetsResponse
+	11, // 66: strata.coordinator.v1.CoordinatorService.CommitTxnOffsets:output_type -> strata.coordinator.v1.CommitTxnOffsetsResponse
+	2,  // 67: strata.coordinator.v1.CoordinatorService.AbortTxnOffsets:output_type -> strata.coordinator.v1.AbortTxnOffsetsResponse
+	4,  // 68: strata.coordinator.v1.CoordinatorService.TxnOffsetsPending:output_type -> strata.coordinator.v1.TxnOffsetsPendingResponse
+	44, // [44:69] is the sub-list for method output_type
+	19, // [19:44] is the sub-list for method input_type
+	19, // [19:19] is the sub-list for extension type_name
+	19, // [19:19] is the sub-list for extension extendee
+	0,  // [0:19] is the sub-list for field type_name
 }
 
 func init() { file_strata_coordinator_v1_coordinator_proto_init() }
@@ -3616,16 +3913,16 @@ func file_strata_coordinator_v1_coordinator_proto_init() {
 	if File_strata_coordinator_v1_coordinator_proto != nil {
 		return
 	}
-	file_strata_coordinator_v1_coordinator_proto_msgTypes[29].OneofWrappers = []any{}
-	file_strata_coordinator_v1_coordinator_proto_msgTypes[41].OneofWrappers = []any{}
-	file_strata_coordinator_v1_coordinator_proto_msgTypes[44].OneofWrappers = []any{}
+	file_strata_coordinator_v1_coordinator_proto_msgTypes[34].OneofWrappers = []any{}
+	file_strata_coordinator_v1_coordinator_proto_msgTypes[46].OneofWrappers = []any{}
+	file_strata_coordinator_v1_coordinator_proto_msgTypes[49].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_strata_coordinator_v1_coordinator_proto_rawDesc), len(file_strata_coordinator_v1_coordinator_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   52,
+			NumMessages:   57,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

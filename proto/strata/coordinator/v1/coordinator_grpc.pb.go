@@ -42,6 +42,8 @@ const (
 	CoordinatorService_SendOffsetsToTxn_FullMethodName   = "/strata.coordinator.v1.CoordinatorService/SendOffsetsToTxn"
 	CoordinatorService_ValidateTxnOffsets_FullMethodName = "/strata.coordinator.v1.CoordinatorService/ValidateTxnOffsets"
 	CoordinatorService_CommitTxnOffsets_FullMethodName   = "/strata.coordinator.v1.CoordinatorService/CommitTxnOffsets"
+	CoordinatorService_AbortTxnOffsets_FullMethodName    = "/strata.coordinator.v1.CoordinatorService/AbortTxnOffsets"
+	CoordinatorService_TxnOffsetsPending_FullMethodName  = "/strata.coordinator.v1.CoordinatorService/TxnOffsetsPending"
 )
 
 // CoordinatorServiceClient is the client API for CoordinatorService service.
@@ -97,11 +99,19 @@ type CoordinatorServiceClient interface {
 	// Called by the transaction coordinator on the group's coordinator
 	// (coordinatord role only). ValidateTxnOffsets checks member, generation,
 	// the topic and partition ownership of offsets a transaction stages (and
-	// again before it commits) without writing anything; CommitTxnOffsets
-	// writes a committed transaction's staged offsets: only raising ones, and
-	// nothing when the group was recreated since (another incarnation).
+	// again before it commits) and durably marks those partitions pending for
+	// the transaction (FetchOffset answers unstable_offset_commit for them);
+	// CommitTxnOffsets writes a committed transaction's staged offsets (only
+	// raising ones, nothing when the group was recreated since) and clears the
+	// marks; AbortTxnOffsets clears them for an aborted transaction.
 	ValidateTxnOffsets(ctx context.Context, in *ValidateTxnOffsetsRequest, opts ...grpc.CallOption) (*ValidateTxnOffsetsResponse, error)
 	CommitTxnOffsets(ctx context.Context, in *CommitTxnOffsetsRequest, opts ...grpc.CallOption) (*CommitTxnOffsetsResponse, error)
+	AbortTxnOffsets(ctx context.Context, in *AbortTxnOffsetsRequest, opts ...grpc.CallOption) (*AbortTxnOffsetsResponse, error)
+	// Called by a group's coordinator on the transaction coordinator
+	// (coordinatord role only): whether the transaction a pending offset mark
+	// names may still commit its offsets (open or prepare_commit in that
+	// epoch). A mark whose transaction is no longer pending is cleared.
+	TxnOffsetsPending(ctx context.Context, in *TxnOffsetsPendingRequest, opts ...grpc.CallOption) (*TxnOffsetsPendingResponse, error)
 }
 
 type coordinatorServiceClient struct {
@@ -342,6 +352,26 @@ func (c *coordinatorServiceClient) CommitTxnOffsets(ctx context.Context, in *Com
 	return out, nil
 }
 
+func (c *coordinatorServiceClient) AbortTxnOffsets(ctx context.Context, in *AbortTxnOffsetsRequest, opts ...grpc.CallOption) (*AbortTxnOffsetsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(AbortTxnOffsetsResponse)
+	err := c.cc.Invoke(ctx, CoordinatorService_AbortTxnOffsets_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *coordinatorServiceClient) TxnOffsetsPending(ctx context.Context, in *TxnOffsetsPendingRequest, opts ...grpc.CallOption) (*TxnOffsetsPendingResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(TxnOffsetsPendingResponse)
+	err := c.cc.Invoke(ctx, CoordinatorService_TxnOffsetsPending_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // CoordinatorServiceServer is the server API for CoordinatorService service.
 // All implementations must embed UnimplementedCoordinatorServiceServer
 // for forward compatibility.
@@ -395,11 +425,19 @@ type CoordinatorServiceServer interface {
 	// Called by the transaction coordinator on the group's coordinator
 	// (coordinatord role only). ValidateTxnOffsets checks member, generation,
 	// the topic and partition ownership of offsets a transaction stages (and
-	// again before it commits) without writing anything; CommitTxnOffsets
-	// writes a committed transaction's staged offsets: only raising ones, and
-	// nothing when the group was recreated since (another incarnation).
+	// again before it commits) and durably marks those partitions pending for
+	// the transaction (FetchOffset answers unstable_offset_commit for them);
+	// CommitTxnOffsets writes a committed transaction's staged offsets (only
+	// raising ones, nothing when the group was recreated since) and clears the
+	// marks; AbortTxnOffsets clears them for an aborted transaction.
 	ValidateTxnOffsets(context.Context, *ValidateTxnOffsetsRequest) (*ValidateTxnOffsetsResponse, error)
 	CommitTxnOffsets(context.Context, *CommitTxnOffsetsRequest) (*CommitTxnOffsetsResponse, error)
+	AbortTxnOffsets(context.Context, *AbortTxnOffsetsRequest) (*AbortTxnOffsetsResponse, error)
+	// Called by a group's coordinator on the transaction coordinator
+	// (coordinatord role only): whether the transaction a pending offset mark
+	// names may still commit its offsets (open or prepare_commit in that
+	// epoch). A mark whose transaction is no longer pending is cleared.
+	TxnOffsetsPending(context.Context, *TxnOffsetsPendingRequest) (*TxnOffsetsPendingResponse, error)
 	mustEmbedUnimplementedCoordinatorServiceServer()
 }
 
@@ -478,6 +516,12 @@ func (UnimplementedCoordinatorServiceServer) ValidateTxnOffsets(context.Context,
 }
 func (UnimplementedCoordinatorServiceServer) CommitTxnOffsets(context.Context, *CommitTxnOffsetsRequest) (*CommitTxnOffsetsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method CommitTxnOffsets not implemented")
+}
+func (UnimplementedCoordinatorServiceServer) AbortTxnOffsets(context.Context, *AbortTxnOffsetsRequest) (*AbortTxnOffsetsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method AbortTxnOffsets not implemented")
+}
+func (UnimplementedCoordinatorServiceServer) TxnOffsetsPending(context.Context, *TxnOffsetsPendingRequest) (*TxnOffsetsPendingResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method TxnOffsetsPending not implemented")
 }
 func (UnimplementedCoordinatorServiceServer) mustEmbedUnimplementedCoordinatorServiceServer() {}
 func (UnimplementedCoordinatorServiceServer) testEmbeddedByValue()                            {}
@@ -914,6 +958,42 @@ func _CoordinatorService_CommitTxnOffsets_Handler(srv interface{}, ctx context.C
 	return interceptor(ctx, in, info, handler)
 }
 
+func _CoordinatorService_AbortTxnOffsets_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(AbortTxnOffsetsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(CoordinatorServiceServer).AbortTxnOffsets(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: CoordinatorService_AbortTxnOffsets_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(CoordinatorServiceServer).AbortTxnOffsets(ctx, req.(*AbortTxnOffsetsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _CoordinatorService_TxnOffsetsPending_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(TxnOffsetsPendingRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(CoordinatorServiceServer).TxnOffsetsPending(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: CoordinatorService_TxnOffsetsPending_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(CoordinatorServiceServer).TxnOffsetsPending(ctx, req.(*TxnOffsetsPendingRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // CoordinatorService_ServiceDesc is the grpc.ServiceDesc for CoordinatorService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -1012,6 +1092,14 @@ var CoordinatorService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "CommitTxnOffsets",
 			Handler:    _CoordinatorService_CommitTxnOffsets_Handler,
+		},
+		{
+			MethodName: "AbortTxnOffsets",
+			Handler:    _CoordinatorService_AbortTxnOffsets_Handler,
+		},
+		{
+			MethodName: "TxnOffsetsPending",
+			Handler:    _CoordinatorService_TxnOffsetsPending_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
