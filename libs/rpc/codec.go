@@ -56,8 +56,9 @@ func (codec) Marshal(v any) (mem.BufferSlice, error) {
 	return mem.BufferSlice{mem.NewBuffer(buf, transportPool)}, nil
 }
 
-// aliasUnmarshaler is a message that can decode its large bytes field by
-// aliasing the input (partitionv1.FetchResponse: a fetched record set).
+// aliasUnmarshaler is a message that can decode its large bytes fields by
+// aliasing the input (partitionv1.FetchResponse, ProduceRequest and
+// ReplicaFetchResponse: records in bulk; see their UnmarshalAlias).
 type aliasUnmarshaler interface {
 	UnmarshalAlias(b []byte) error
 }
