@@ -30,11 +30,21 @@ func (codec) Marshal(v any) (mem.BufferSlice, error) {
 		return nil, fmt.Errorf("rpc codec: cannot marshal %T: not a proto.Message", v)
 	}
 	if a, ok := v.(aliasMarshaler); ok {
-		head, recs, tail := a.MarshalAlias()
-		if len(recs) >= aliasMin {
-			// The record set goes to gRPC as it is: gRPC copies it into
+		parts := a.MarshalAlias()
+		size := 0
+		for _, p := range parts {
+			size += len(p)
+		}
+		if size >= aliasMin {
+			// The records go to gRPC as they are: gRPC copies them into
 			// its frames anyway, a marshal buffer would be one more copy.
-			return mem.BufferSlice{mem.SliceBuffer(head), mem.SliceBuffer(recs), mem.SliceBuffer(tail)}, nil
+			out := make(mem.BufferSlice, 0, len(parts))
+			for _, p := range parts {
+				if len(p) > 0 {
+					out = append(out, mem.SliceBuffer(p))
+				}
+			}
+			return out, nil
 		}
 	}
 	size := proto.Size(m)
@@ -63,10 +73,12 @@ type aliasUnmarshaler interface {
 	UnmarshalAlias(b []byte) error
 }
 
-// aliasMarshaler is a message that can marshal its large bytes field
-// without copying it (partitionv1.FetchResponse: a fetched record set).
+// aliasMarshaler is a message that can marshal its large bytes fields
+// without copying them: the concatenation of the parts is its encoding, the
+// records among them as the message holds them (partitionv1.FetchResponse
+// and ReplicaFetchResponse: records read from a log).
 type aliasMarshaler interface {
-	MarshalAlias() (head, records, tail []byte)
+	MarshalAlias() [][]byte
 }
 
 // aliasMin is the message size from which an aliasUnmarshaler gets its own

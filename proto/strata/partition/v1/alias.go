@@ -106,3 +106,44 @@ func unmarshalAliasing(b []byte, m proto.Message, num protowire.Number, set func
 	}
 	return set(val)
 }
+
+// MarshalAlias returns x's encoding in parts whose concatenation is
+// proto.Marshal's output: every partition's Batches is a part of its own,
+// not copied (libs/rpc's codec hands the parts to gRPC, which copies them
+// into its frames; a marshal buffer would be one more copy of every
+// replicated byte). The other fields go through proto.Marshal of a message
+// without the batches; a field added to ReplicaFetchPartitionData must be
+// copied there (TestReplicaFetchResponseMarshalAlias fails until it is).
+// The batches must not change until gRPC has sent them (a server's answer
+// is not touched after its handler returns).
+func (x *ReplicaFetchResponse) MarshalAlias() [][]byte {
+	var parts [][]byte
+	var small []byte
+	for _, p := range x.Partitions {
+		head, err := proto.Marshal(&ReplicaFetchPartitionData{Topic: p.Topic, Partition: p.Partition, Error: p.Error,
+			HighWatermark: p.HighWatermark, LogStartOffset: p.LogStartOffset, LogEndOffset: p.LogEndOffset,
+			LeaderEpoch: p.LeaderEpoch, Diverging: p.Diverging})
+		if err != nil {
+			// Not reachable for these field types; the codec's copying path
+			// reports whatever proto.Marshal does.
+			return nil
+		}
+		unknown := p.ProtoReflect().GetUnknown()
+		size := len(head) + len(unknown)
+		if len(p.Batches) > 0 {
+			size += protowire.SizeTag(9) + protowire.SizeBytes(len(p.Batches))
+		}
+		small = protowire.AppendTag(small, 1, protowire.BytesType)
+		small = protowire.AppendVarint(small, uint64(size))
+		small = append(small, head...)
+		if len(p.Batches) > 0 {
+			small = protowire.AppendTag(small, 9, protowire.BytesType)
+			small = protowire.AppendVarint(small, uint64(len(p.Batches)))
+			parts = append(parts, small, p.Batches)
+			small = nil
+		}
+		small = append(small, unknown...)
+	}
+	small = append(small, x.ProtoReflect().GetUnknown()...)
+	return append(parts, small)
+}

@@ -2,10 +2,12 @@ package partitionv1
 
 import (
 	"bytes"
+	"slices"
 	"testing"
 
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
 
 	commonv1 "github.com/strataio/strata/proto/strata/common/v1"
 )
@@ -117,4 +119,39 @@ func TestFetchResponseUnmarshalAliasMatchesProto(t *testing.T) {
 	}
 	var got FetchResponse
 	checkAlias(t, b, &got, func() [][]byte { return [][]byte{got.GetRecords()} })
+}
+
+func TestReplicaFetchResponseMarshalAlias(t *testing.T) {
+	full := &ReplicaFetchPartitionData{Topic: "t", Partition: 1, Error: &commonv1.Error{Code: "x", Retryable: true},
+		HighWatermark: 4, LogStartOffset: 5, LogEndOffset: 6, LeaderEpoch: 7, Diverging: &DivergingEpoch{Epoch: 8, EndOffset: 9},
+		Batches: bytes.Repeat([]byte{1}, 300)}
+	set := 0
+	full.ProtoReflect().Range(func(protoreflect.FieldDescriptor, protoreflect.Value) bool { set++; return true })
+	if n := full.ProtoReflect().Descriptor().Fields().Len(); set != n {
+		t.Fatalf("the test sets %d of ReplicaFetchPartitionData's %d fields: set the new one, and copy it in MarshalAlias", set, n)
+	}
+	withUnknown := &ReplicaFetchPartitionData{Topic: "u", Batches: []byte("b")}
+	withUnknown.ProtoReflect().SetUnknown(protowire.AppendVarint(protowire.AppendTag(nil, 99, protowire.VarintType), 1))
+	top := &ReplicaFetchResponse{Partitions: []*ReplicaFetchPartitionData{{Topic: "v"}}}
+	top.ProtoReflect().SetUnknown(protowire.AppendVarint(protowire.AppendTag(nil, 98, protowire.VarintType), 2))
+	for _, m := range []*ReplicaFetchResponse{
+		{},
+		{Partitions: []*ReplicaFetchPartitionData{full}},
+		{Partitions: []*ReplicaFetchPartitionData{{Topic: "empty", HighWatermark: 1}, full, withUnknown, {Topic: "w", Batches: []byte("c")}}},
+		top,
+	} {
+		want, err := proto.Marshal(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		parts := m.MarshalAlias()
+		if got := bytes.Join(parts, nil); !bytes.Equal(got, want) {
+			t.Fatalf("%v: MarshalAlias %x, proto.Marshal %x", m, got, want)
+		}
+		for _, p := range m.GetPartitions() {
+			if len(p.Batches) > 0 && !slices.ContainsFunc(parts, func(b []byte) bool { return len(b) > 0 && &b[0] == &p.Batches[0] }) {
+				t.Fatal("batches copied, not aliased")
+			}
+		}
+	}
 }

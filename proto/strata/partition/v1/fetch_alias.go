@@ -4,7 +4,7 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 )
 
-// MarshalAlias returns x's encoding in three parts whose concatenation is
+// MarshalAlias returns x's encoding in parts whose concatenation is
 // proto.Marshal's output (fields in number order, records first): the
 // records field's tag and length, x.Records itself (not a copy), and the
 // other fields. libs/rpc's codec hands the parts to gRPC as they are, so a
@@ -13,7 +13,8 @@ import (
 // (TestFetchResponseUnmarshalAlias fails until the test sets it, and
 // TestFetchResponseMarshalAlias then until it is encoded). x.Records must not change until gRPC has sent it
 // (a server's answer is not touched after its handler returns).
-func (x *FetchResponse) MarshalAlias() (head, records, tail []byte) {
+func (x *FetchResponse) MarshalAlias() [][]byte {
+	var head, tail []byte
 	if len(x.Records) > 0 {
 		head = protowire.AppendTag(nil, 1, protowire.BytesType)
 		head = protowire.AppendVarint(head, uint64(len(x.Records)))
@@ -26,5 +27,5 @@ func (x *FetchResponse) MarshalAlias() (head, records, tail []byte) {
 		}
 	}
 	tail = append(tail, x.ProtoReflect().GetUnknown()...)
-	return head, x.Records, tail
+	return [][]byte{head, x.Records, tail}
 }
