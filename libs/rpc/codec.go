@@ -97,8 +97,8 @@ func (codec) Unmarshal(data mem.BufferSlice, v any) error {
 		// of the bytes field out of it. The garbage collector reclaims
 		// the buffer with the message. bytes.Join allocates it without
 		// zeroing (a pool buffer that never goes back would be a fresh,
-		// zeroed one whenever the pool is empty: 5 % of a follower's
-		// profile).
+		// zeroed one whenever the pool is empty: 5 % of the replication
+		// benchmark's profile).
 		parts := make([][]byte, len(data))
 		for i, b := range data {
 			parts[i] = b.ReadOnlyData()
