@@ -82,8 +82,6 @@ type Role struct {
 	refusing atomic.Int32
 
 	leaderProbe probeCache
-
-	stopPprof func() // ends the optional profiling listener (pprof.go)
 }
 
 // New builds the gateway on env. It registers metrics and ready checks; Start
@@ -174,12 +172,6 @@ func (g *Role) starting(context.Context) error {
 		// bounded by handshake_timeout, never in the accept loop.
 		lis = tls.NewListener(lis, g.tls.Config())
 	}
-	stopPprof, err := startPprof()
-	if err != nil {
-		lis.Close()
-		return err
-	}
-	g.stopPprof = stopPprof
 	g.lis = lis
 	g.clientAddr.Store(g.advertiseAddr())
 	self := &metav1.Node{
@@ -230,13 +222,10 @@ func (g *Role) closeClientsOnStop(ctx context.Context) {
 	g.connMu.Unlock()
 }
 
-// stopping ends the profiling listener and the produce streams to the
-// partition servers once no connection uses them.
+// stopping ends the produce streams to the partition servers once no
+// connection uses them.
 func (g *Role) stopping(context.Context) error {
 	g.endDrain()
-	if g.stopPprof != nil {
-		g.stopPprof()
-	}
 	g.routes.Close()
 	return nil
 }

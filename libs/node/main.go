@@ -223,6 +223,12 @@ func Main[C any](b Binary[C], args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	log.Info("effective configuration", "binary", b.Name, "settings", loader.Effective())
+	stopPprof, err := startPprof(log)
+	if err != nil {
+		log.Error("startup failed", "err", err)
+		return 1
+	}
+	defer stopPprof()
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	traceService := b.TraceService

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"path/filepath"
 	"reflect"
 	"slices"
 	"sync"
@@ -67,6 +68,10 @@ type clusterOpts struct {
 	partitionMaxBytes map[string]int
 	// now is the managers' clock (default time.Now).
 	now func() time.Time
+	// diskDir, when set, puts each server's storage on disk under
+	// diskDir/ID (default: crashable memory, whose files grow by copying:
+	// too slow for benchmarks).
+	diskDir string
 }
 
 // cluster is N partition servers replicating partition t/0.
@@ -122,10 +127,14 @@ func newCluster(t testing.TB, o clusterOpts) *cluster {
 	c.meta = newFakeMeta(o.ids, o.minISR)
 	c.meta.onChange = func() { c.publish() }
 	for _, id := range o.ids {
-		fs := vfs.NewCrashableMem()
+		var fs vfs.FS = vfs.NewCrashableMem()
+		dir := "/data"
+		if o.diskDir != "" {
+			fs, dir = vfs.Default, filepath.Join(o.diskDir, id)
+		}
 		m := &member{id: id, gate: newSendGate(), logs: newLogCapture(), metrics: &Metrics{}, dialEntered: make(chan struct{}, 1),
-			nodeCfg: partition.NodeConfig{Dir: "/data", FS: fs, Clock: clock.NewManual(t0), Defaults: o.defaults}}
-		if err := fs.MkdirAll("/data", 0o755); err != nil {
+			nodeCfg: partition.NodeConfig{Dir: dir, FS: fs, Clock: clock.NewManual(t0), Defaults: o.defaults}}
+		if err := fs.MkdirAll(dir, 0o755); err != nil {
 			t.Fatal(err)
 		}
 		m.node = c.openNode(m)

@@ -404,27 +404,31 @@ func (m *Manager) answer(ctx context.Context, req *partitionv1.ReplicaFetchReque
 func (m *Manager) check(it *fetchItem, replica string) error {
 	p := it.req
 	ls := m.leader(key{p.GetTopic(), p.GetPartition()})
-	fields := []string{"topic", p.GetTopic(), "partition", strconv.Itoa(int(p.GetPartition()))}
+	// The error fields are built only for an error: check runs for every
+	// partition of every fetch round.
+	fields := func(kv ...string) []string {
+		return append([]string{"topic", p.GetTopic(), "partition", strconv.Itoa(int(p.GetPartition()))}, kv...)
+	}
 	if ls == nil {
-		return errcode.NotPartitionLeader.New("this node does not lead the partition", append(fields, "requested_leader", m.cfg.NodeID)...)
+		return errcode.NotPartitionLeader.New("this node does not lead the partition", fields("requested_leader", m.cfg.NodeID)...)
 	}
 	it.ls = ls
 	switch {
 	case p.GetLifecycleEpoch() < ls.lifecycle:
 		return errcode.StaleLifecycleEpoch.New("fetch under an older lifecycle epoch",
-			append(fields, "current", utoa(ls.lifecycle), "got", utoa(p.GetLifecycleEpoch()))...)
+			fields("current", utoa(ls.lifecycle), "got", utoa(p.GetLifecycleEpoch()))...)
 	case p.GetLifecycleEpoch() > ls.lifecycle:
 		return errcode.LifecycleEpochPending.New("the leader has not applied the fetch's lifecycle epoch yet",
-			append(fields, "current", utoa(ls.lifecycle), "got", utoa(p.GetLifecycleEpoch()))...)
+			fields("current", utoa(ls.lifecycle), "got", utoa(p.GetLifecycleEpoch()))...)
 	case p.GetLeaderEpoch() != ls.epoch:
 		return errcode.StaleLeaderEpoch.New("fetch under another leader epoch",
-			append(fields, "current", utoa(ls.epoch), "requested", utoa(p.GetLeaderEpoch()))...)
+			fields("current", utoa(ls.epoch), "requested", utoa(p.GetLeaderEpoch()))...)
 	}
 	ls.mu.Lock()
 	isReplica := slices.Contains(ls.replicas, replica)
 	ls.mu.Unlock()
 	if !isReplica || replica == m.cfg.NodeID {
-		return errcode.NotAuthorizedForPartition.New("the fetching node is not a replica of the partition", append(fields, "replica_id", replica)...)
+		return errcode.NotAuthorizedForPartition.New("the fetching node is not a replica of the partition", fields("replica_id", replica)...)
 	}
 	part := ls.part
 	if p.LastFetchedEpoch != nil {
@@ -444,7 +448,7 @@ func (m *Manager) check(it *fetchItem, replica string) error {
 	}
 	if start, end := part.LogStartOffset(), part.DurableEnd(); it.offset < start || it.offset > part.LogEndOffset() {
 		return errcode.OffsetOutOfRange.New("fetch offset outside the leader's log",
-			append(fields, "requested", utoa(it.offset), "earliest", utoa(start), "latest", utoa(end))...)
+			fields("requested", utoa(it.offset), "earliest", utoa(start), "latest", utoa(end))...)
 	}
 	return nil
 }

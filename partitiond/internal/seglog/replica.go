@@ -48,9 +48,8 @@ func (l *Log) readBatches(from uint64, maxBytes int) ([]byte, uint64, error) {
 		if len(out) > 0 && len(out)+len(raw) > maxBytes {
 			return true, nil
 		}
-		if out == nil {
-			out = make([]byte, 0, min(maxBytes, max(len(raw), 64<<10)))
-		}
+		// append grows out without zeroing it first (a make'd buffer is
+		// cleared, then overwritten).
 		out = append(out, raw...)
 		next = h.NextOffset()
 		return false, nil

@@ -5,8 +5,11 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
+	"path/filepath"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -61,6 +64,12 @@ func TestReplicationThroughput(t *testing.T) {
 	if v, err := time.ParseDuration(os.Getenv("STRATA_BENCH_DURATION")); err == nil {
 		d = v
 	}
+	// STRATA_BENCH_PROFILE=DIR writes a CPU profile of every partitiond and
+	// gateway process during each RF 3 acks=all run into DIR (pprof through
+	// STRATA_PPROF_ADDR=127.0.0.1:0); STRATA_BENCH_ONLY=rf3 runs only those
+	// (no all-in-one, no RF 1 or acks=1 rows): for profiling rounds.
+	profDir := os.Getenv("STRATA_BENCH_PROFILE")
+	rf3Only := os.Getenv("STRATA_BENCH_ONLY") == "rf3"
 	workloads := []workload{
 		{"100 B × 1,000", 100, 1000, "", 0},
 		{"1 KiB × 1,000", 1024, 1000, "", 0},
@@ -76,17 +85,28 @@ func TestReplicationThroughput(t *testing.T) {
 	}
 	rows := make([]row, len(workloads))
 
-	aio := framework.StartAllInOneBinary(t)
-	addr := aio.Gateways()[0].ClientAddr
 	for i, w := range workloads {
-		w.acks = "1"
 		rows[i].w = w
-		rows[i].aio = measure(t, addr, fmt.Sprintf("aio-%d", i), w, d)
 	}
-	aio.Kill()
+	if !rf3Only {
+		aio := framework.StartAllInOneBinary(t)
+		addr := aio.Gateways()[0].ClientAddr
+		for i, w := range workloads {
+			w.acks = "1"
+			rows[i].aio = measure(t, addr, fmt.Sprintf("aio-%d", i), w, d)
+		}
+		aio.Kill()
+	}
 
-	c := clustertest.Start(t, clustertest.Spec{Metad: 3, Partitiond: 3, Coordinatord: 1, Gateways: 1})
-	addr = c.GatewayAddrs()[0]
+	spec := clustertest.Spec{Metad: 3, Partitiond: 3, Coordinatord: 1, Gateways: 1}
+	if profDir != "" {
+		spec.Env = map[pki.Role][]string{}
+		for _, r := range []pki.Role{pki.RolePartitiond, pki.RoleGateway} {
+			spec.Env[r] = []string{"STRATA_PPROF_ADDR=127.0.0.1:0"}
+		}
+	}
+	c := clustertest.Start(t, spec)
+	addr := c.GatewayAddrs()[0]
 	cl, err := client.Dial(context.Background(), addr, client.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -96,21 +116,23 @@ func TestReplicationThroughput(t *testing.T) {
 		// On the same cluster: RF 1 acks=1 (what the split deployment
 		// costs against the all-in-one), RF 3 acks=1 (plus the followers'
 		// copies), RF 3 acks=all (plus the wait for them).
-		w.acks = "1"
-		topic := fmt.Sprintf("rf1-%d", i)
-		if _, err := cl.CreateTopic(context.Background(), client.TopicConfig{Name: topic, Partitions: 4, ReplicationFactor: 1}); err != nil {
-			t.Fatal(err)
-		}
-		rows[i].rf1 = measure(t, addr, topic, w, d)
+		if !rf3Only {
+			w.acks = "1"
+			topic := fmt.Sprintf("rf1-%d", i)
+			if _, err := cl.CreateTopic(context.Background(), client.TopicConfig{Name: topic, Partitions: 4, ReplicationFactor: 1}); err != nil {
+				t.Fatal(err)
+			}
+			rows[i].rf1 = measure(t, addr, topic, w, d)
 
-		topic = fmt.Sprintf("rf3-one-%d", i)
-		if _, err := cl.CreateTopic(context.Background(), client.TopicConfig{Name: topic, Partitions: 4}); err != nil {
-			t.Fatal(err)
+			topic = fmt.Sprintf("rf3-one-%d", i)
+			if _, err := cl.CreateTopic(context.Background(), client.TopicConfig{Name: topic, Partitions: 4}); err != nil {
+				t.Fatal(err)
+			}
+			rows[i].rf3one = measure(t, addr, topic, w, d)
 		}
-		rows[i].rf3one = measure(t, addr, topic, w, d)
 
 		w.acks = "all"
-		topic = fmt.Sprintf("rf3-%d", i)
+		topic := fmt.Sprintf("rf3-%d", i)
 		if _, err := cl.CreateTopic(context.Background(), client.TopicConfig{Name: topic, Partitions: 4}); err != nil {
 			t.Fatal(err)
 		}
@@ -122,6 +144,13 @@ func TestReplicationThroughput(t *testing.T) {
 			defer wg.Done()
 			lags = sampleLag(c, topic, stop)
 		}()
+		if profDir != "" {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				profile(t, c, profDir, fmt.Sprintf("rf3-%d", i), d)
+			}()
+		}
 		rows[i].rf3 = measure(t, addr, topic, w, d)
 		close(stop)
 		wg.Wait()
@@ -137,11 +166,14 @@ func TestReplicationThroughput(t *testing.T) {
 	fmt.Fprintf(&b, "\n| workload | all-in-one acks=1 | 3 partitiond: RF 1 acks=1 | RF 3 acks=1 | RF 3 acks=all | ratio | RF 3 acks=all p50 / p99 | follower lag p50 / p99 (%d samples) |\n|---|---:|---:|---:|---:|---:|---|---|\n", rows[0].lagSamples)
 	for _, r := range rows {
 		a, one, o, p := r.aio, r.rf1, r.rf3one, r.rf3
-		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %.0f %% | %.2f / %.2f ms | %.3f / %.3f s |\n",
-			r.w.name, a, one, o, p, 100*p.Produce.RecordsPerSec/max(a.Produce.RecordsPerSec, 1),
-			p.Produce.Latency.P50, p.Produce.Latency.P99, r.lagP50, r.lagP99)
+		ratio := "—" // not measured (STRATA_BENCH_ONLY)
+		if a.Result != nil {
+			ratio = fmt.Sprintf("%.0f %%", 100*p.Produce.RecordsPerSec/max(a.Produce.RecordsPerSec, 1))
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %.2f / %.2f ms | %.3f / %.3f s |\n",
+			r.w.name, a, one, o, p, ratio, p.Produce.Latency.P50, p.Produce.Latency.P99, r.lagP50, r.lagP99)
 		for _, m := range []measured{a, one, o, p} {
-			if m.Produce.Errors > 0 {
+			if m.Result != nil && m.Produce.Errors > 0 {
 				fmt.Fprintf(&b, "|   errors | %d (%s) |\n", m.Produce.Errors, m.Produce.FirstError)
 			}
 		}
@@ -157,6 +189,9 @@ type measured struct {
 }
 
 func (m measured) String() string {
+	if m.Result == nil {
+		return "—"
+	}
 	p := m.Produce
 	return fmt.Sprintf("%.0f rec/s, %.1f MB/s, %.1f µs CPU/rec", p.RecordsPerSec, p.MBPerSec,
 		float64(m.cpu.Microseconds())/max(float64(p.Records), 1))
@@ -238,3 +273,54 @@ func sampleLag(c *clustertest.Cluster, topic string, stop <-chan struct{}) []flo
 		}
 	}
 }
+
+// profile writes a CPU profile of every partitiond and gateway of c, taken
+// over most of a run of length d, into dir as NAME-PROC.pb.gz.
+func profile(t *testing.T, c *clustertest.Cluster, dir, name string, d time.Duration) {
+	secs := max(int((d-time.Second)/time.Second), 1)
+	hc := &http.Client{Timeout: d + 30*time.Second}
+	var wg sync.WaitGroup
+	for _, p := range append(c.ByRole(pki.RolePartitiond), c.ByRole(pki.RoleGateway)...) {
+		wg.Go(func() {
+			addr, err := pprofAddr(p.LogPath())
+			if err != nil {
+				t.Errorf("%s: %v", p.Name, err)
+				return
+			}
+			resp, err := hc.Get(fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", addr, secs))
+			if err != nil {
+				t.Errorf("%s: profile: %v", p.Name, err)
+				return
+			}
+			defer resp.Body.Close()
+			raw, err := io.ReadAll(resp.Body)
+			if err == nil {
+				err = os.WriteFile(filepath.Join(dir, name+"-"+p.Name+".pb.gz"), raw, 0o644)
+			}
+			if err != nil {
+				t.Errorf("%s: profile: %v", p.Name, err)
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// pprofAddr finds the address a process logged as "pprof listening" (text
+// or JSON log lines).
+func pprofAddr(logPath string) (string, error) {
+	raw, err := os.ReadFile(logPath)
+	if err != nil {
+		return "", err
+	}
+	for line := range strings.Lines(string(raw)) {
+		if !strings.Contains(line, "pprof listening") {
+			continue
+		}
+		if m := pprofAddrRE.FindStringSubmatch(line); m != nil {
+			return cmp.Or(m[1], m[2]), nil
+		}
+	}
+	return "", fmt.Errorf("no pprof address in %s", logPath)
+}
+
+var pprofAddrRE = regexp.MustCompile(`addr=(\S+)|"addr":"([^"]+)"`)

@@ -54,8 +54,9 @@ func TestFetchResponseMarshalAlias(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		head, recs, tail := m.MarshalAlias()
-		if got := append(append(append([]byte(nil), head...), recs...), tail...); !bytes.Equal(got, want) {
+		parts := m.MarshalAlias()
+		recs := parts[1]
+		if got := bytes.Join(parts, nil); !bytes.Equal(got, want) {
 			t.Fatalf("%v: MarshalAlias %x, proto.Marshal %x", m, got, want)
 		}
 		if len(m.Records) > 0 && &recs[0] != &m.Records[0] {

@@ -1,8 +1,9 @@
-package gateway
+package node
 
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/pprof"
@@ -12,28 +13,32 @@ import (
 
 // PprofEnv names the environment variable that, when set to a loopback
 // host:port, serves net/http/pprof for the whole process (every role of the
-// all-in-one shares it). It is off by default and refuses non-loopback
-// addresses so profiles (which expose memory contents) never leave the host.
+// all-in-one shares it; every binary honours it, so the processes of a
+// cluster can be profiled one by one). Port 0 picks a free port, logged as
+// "pprof listening" (several processes on one host with one environment).
+// It is off by default and refuses non-loopback addresses so profiles
+// (which expose memory contents) never leave the host.
 const PprofEnv = "STRATA_PPROF_ADDR"
 
 // startPprof binds the profiling listener when PprofEnv is set. It returns a
 // stop function (a no-op when profiling is off).
-func startPprof() (func(), error) {
+func startPprof(log *slog.Logger) (func(), error) {
 	addr := os.Getenv(PprofEnv)
 	if addr == "" {
 		return func() {}, nil
 	}
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
-		return nil, fmt.Errorf("gateway: %s=%q: %w", PprofEnv, addr, err)
+		return nil, fmt.Errorf("%s=%q: %w", PprofEnv, addr, err)
 	}
 	if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
-		return nil, fmt.Errorf("gateway: %s=%q must be a loopback IP address", PprofEnv, addr)
+		return nil, fmt.Errorf("%s=%q must be a loopback IP address", PprofEnv, addr)
 	}
 	lis, err := net.Listen("tcp", addr)
 	if err != nil {
-		return nil, fmt.Errorf("gateway: bind %s %s: %w", PprofEnv, addr, err)
+		return nil, fmt.Errorf("bind %s %s: %w", PprofEnv, addr, err)
 	}
+	log.Info("pprof listening", "addr", lis.Addr().String())
 	mux := http.NewServeMux()
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
 	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
