@@ -165,7 +165,8 @@ type Partition struct {
 	goneEpoch atomic.Uint64
 
 	// Replication (replica.go): the HWM is min(durable end, hwmCap), kept
-	// monotonic in hwm; follower turns client appends off.
+	// monotonic in hwm; follower turns client appends off. hwmChanged also
+	// fires when a marker moves the LSO (txn.go).
 	hwmCap     atomic.Uint64
 	hwm        atomic.Uint64
 	follower   atomic.Bool

@@ -130,6 +130,13 @@ func (p *Partition) WriteMarker(ctx context.Context, req *MarkerRequest) (Marker
 	}
 	end := p.log.EndOffset()
 	p.mu.Unlock()
+	if !dup {
+		// The LSO moves with the index, not only with the HWM: the group
+		// commit may make the marker durable (and wake the readers) before
+		// the index records the decision above, and a read_committed long
+		// poll that woke then saw the transaction still open.
+		p.hwmChanged.fire()
+	}
 	pa := &PendingAppend{p: p, durable: end, all: true}
 	if err := pa.Wait(ctx); err != nil {
 		return MarkerResult{}, err
