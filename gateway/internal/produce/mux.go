@@ -142,8 +142,12 @@ func (m *Mux) stream() (*stream, error) {
 	m.wg.Add(1)
 	go func() {
 		defer m.wg.Done()
-		st.recv()
+		err := st.recv()
+		// Forget the stream before failing its requests: a caller woken by
+		// the failure that retries at once must get a new stream, not this
+		// broken one again.
 		m.drop(st)
+		st.fail(err)
 	}()
 	return st, nil
 }
@@ -158,12 +162,12 @@ func (m *Mux) drop(st *stream) {
 	st.cancel()
 }
 
-func (st *stream) recv() {
+// recv delivers responses until the stream breaks, and returns why.
+func (st *stream) recv() error {
 	for {
 		resp, err := st.s.Recv()
 		if err != nil {
-			st.fail(err)
-			return
+			return err
 		}
 		st.mu.Lock()
 		ch, ok := st.pending[resp.GetCorrelationId()]
