@@ -18,6 +18,9 @@ type Config struct {
 
 	SegmentBytes int64         `yaml:"segment_bytes" min:"4096" help:"segment roll size in bytes"`
 	SegmentAge   time.Duration `yaml:"segment_roll" min:"1ns" help:"roll the active segment after this age so time retention applies"`
+	// SegmentPreallocate: see seglog.Config.Preallocate (docs/partitiond.md,
+	// "Segment files").
+	SegmentPreallocate int64 `yaml:"segment_preallocate" min:"0" help:"extend the active segment file this many bytes ahead of its data (fallocate), so appends do not change the file size; 0 = off"`
 	// RetentionCheckInterval is the period of the maintenance pass
 	// (retention, compaction, producer-state expiry, checkpoints).
 	RetentionCheckInterval time.Duration `yaml:"retention_check_interval" min:"1ns" help:"period of the retention/compaction maintenance pass"`
@@ -75,6 +78,7 @@ func DefaultConfig() Config {
 	return Config{
 		SegmentBytes:           256 << 20,
 		SegmentAge:             24 * time.Hour,
+		SegmentPreallocate:     8 << 20,
 		RetentionCheckInterval: 30 * time.Second,
 		DefaultCleanupPolicy:   partition.PolicyDelete,
 		DefaultRetention:       168 * time.Hour,
@@ -125,15 +129,16 @@ func (c *Config) validate() error {
 
 func (c *Config) defaults() partition.Defaults {
 	return partition.Defaults{
-		CleanupPolicy:    c.DefaultCleanupPolicy,
-		Retention:        c.DefaultRetention,
-		RetentionBytes:   c.DefaultRetentionBytes,
-		DeleteRetention:  c.DeleteRetention,
-		SegmentBytes:     c.SegmentBytes,
-		SegmentAge:       c.SegmentAge,
-		ProducerStateTTL: c.ProducerStateTTL,
-		MaxBatchBytes:    c.MaxBatchBytes,
-		FetchMaxBytes:    c.FetchMaxBytes,
-		FetchMaxRecords:  c.FetchMaxRecords,
+		CleanupPolicy:      c.DefaultCleanupPolicy,
+		Retention:          c.DefaultRetention,
+		RetentionBytes:     c.DefaultRetentionBytes,
+		DeleteRetention:    c.DeleteRetention,
+		SegmentBytes:       c.SegmentBytes,
+		SegmentAge:         c.SegmentAge,
+		SegmentPreallocate: c.SegmentPreallocate,
+		ProducerStateTTL:   c.ProducerStateTTL,
+		MaxBatchBytes:      c.MaxBatchBytes,
+		FetchMaxBytes:      c.FetchMaxBytes,
+		FetchMaxRecords:    c.FetchMaxRecords,
 	}
 }

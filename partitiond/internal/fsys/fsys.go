@@ -24,6 +24,15 @@ type File interface {
 	SyncData() error
 	// Size returns the current file size.
 	Size() (int64, error)
+	// Allocate extends the file from size from to size to with allocated,
+	// zero-reading blocks, like fallocate(2) mode 0: the file size moves to
+	// to, so later writes below it change neither the size nor (on ext4)
+	// need a delayed-allocation reservation, and their fdatasync does not
+	// write the inode for a size change. The new size is durable only after
+	// the next SyncData. It returns an error wrapping errors.ErrUnsupported
+	// when the file system cannot allocate (no fallocate: some overlay or
+	// FUSE setups, MemFS).
+	Allocate(from, to int64) error
 	Close() error
 }
 
@@ -91,6 +100,17 @@ func (f vfsFile) Size() (int64, error) {
 }
 
 func (f vfsFile) Close() error { return f.f.Close() }
+
+func (f vfsFile) Allocate(from, to int64) error {
+	if to <= from {
+		return nil
+	}
+	fd := f.f.Fd()
+	if fd == vfs.InvalidFd {
+		return fmt.Errorf("fsys: allocate: %w (no file descriptor)", errors.ErrUnsupported)
+	}
+	return fallocate(fd, from, to-from)
+}
 
 func (v vfsFS) Create(name string) (File, error) {
 	f, err := v.v.Create(name, vfs.WriteCategoryUnspecified)

@@ -36,6 +36,8 @@ type Defaults struct {
 	SegmentBytes    int64
 	SegmentAge      time.Duration
 	IndexInterval   int
+	// SegmentPreallocate is seglog.Config.Preallocate (0: off).
+	SegmentPreallocate int64
 	// ProducerStateTTL is producer_state_ttl_ms (spec 4.6 rule 5).
 	ProducerStateTTL time.Duration
 	// MaxBatchBytes bounds one appended record set.

@@ -251,10 +251,11 @@ func (n *Node) openPartition(m statestore.Meta) (*Partition, error) {
 		Dir: dir, FS: n.fs, Clock: n.clock, Syncer: n.syncer, Cache: n.cache, Inspector: n.inspector,
 		Logger:       n.log.With("topic", m.Topic, "partition", m.Partition),
 		SegmentBytes: d.SegmentBytes, SegmentAge: d.SegmentAge, IndexInterval: d.IndexInterval,
-		VerifyAll: n.cfg.VerifyOnOpen,
-		OnFence:   p.onFence,
-		OnDurable: n.durable.fire,
-		OnSync:    func(d time.Duration) { n.fsync.Observe(d.Seconds()) },
+		Preallocate: d.SegmentPreallocate,
+		VerifyAll:   n.cfg.VerifyOnOpen,
+		OnFence:     p.onFence,
+		OnDurable:   n.durable.fire,
+		OnSync:      func(d time.Duration) { n.fsync.Observe(d.Seconds()) },
 	})
 	if err != nil {
 		return nil, withPartition(err, m.Topic, m.Partition)

@@ -60,6 +60,13 @@ type Config struct {
 	SegmentAge time.Duration
 	// IndexInterval is the number of log bytes between sparse index entries.
 	IndexInterval int
+	// Preallocate is the step, in bytes, by which the active segment's file
+	// is extended (fallocate, mode 0) ahead of its data end; 0 turns it
+	// off. Appends inside the allocated part change neither the file size
+	// nor the block map, so their fdatasync writes no inode (ext4). Closed
+	// segments are cut back to their data end; recovery cuts the zero tail
+	// of the last segment like a torn write.
+	Preallocate int64
 	// VerifyAll makes Open check the CRC of every batch of every segment,
 	// not only the part after the last checkpoint.
 	VerifyAll bool
@@ -141,6 +148,9 @@ type writer struct {
 	mu     sync.Mutex
 	closed bool
 	err    error
+	// alloc is the file size preallocation reached (the data end when
+	// nothing was preallocated). Only the appender (l.mu) uses it.
+	alloc int64
 }
 
 func (w *writer) sync() (skipped bool, err error) {
@@ -215,6 +225,8 @@ type Log struct {
 	epochs []EpochStart
 	closed bool
 	gen    uint64 // truncations so far (marks carry it)
+	// noPrealloc: the file system cannot preallocate (l.mu).
+	noPrealloc bool
 
 	// segsMu guards replacing the segment snapshot (a leaf lock).
 	segsMu sync.Mutex
@@ -543,6 +555,7 @@ func (l *Log) writeBatchLocked(h *segment.Header, recs []byte, now int64) error 
 	var hb [segment.HeaderFixed + segment.MaxProducerIDLen]byte
 	segment.PutHeader(hb[:], h, recs)
 	pos := a.size
+	l.preallocLocked(a, pos+total)
 	if _, err := a.w.f.WriteAt(hb[:hdrLen], pos); err != nil {
 		l.fence(fmt.Errorf("write %s: %w", a.path, err))
 		return l.unavailable("partition storage write failed")
@@ -558,6 +571,49 @@ func (l *Log) writeBatchLocked(h *segment.Header, recs []byte, now int64) error 
 	l.written.Store(&mark{seg: a, pos: pos + total, end: last + 1, gen: l.gen})
 	l.requestSync()
 	return nil
+}
+
+// unsupportedLogged keeps the "cannot preallocate" line to one per process.
+var unsupportedLogged atomic.Bool
+
+// preallocLocked extends the active segment's file past end (the data end
+// after the next write) by up to cfg.Preallocate bytes, never beyond
+// SegmentBytes, when the file does not reach end yet. A failure is not an
+// append failure: the write that follows grows the file as it always did
+// (and reports a real I/O error itself). l.mu is held.
+func (l *Log) preallocLocked(a *seg, end int64) {
+	step := l.cfg.Preallocate
+	if step <= 0 || l.noPrealloc || end <= a.w.alloc {
+		return
+	}
+	to := max(min((end/step+1)*step, l.cfg.SegmentBytes), end)
+	err := a.w.f.Allocate(a.w.alloc, to)
+	switch {
+	case err == nil:
+	case errors.Is(err, errors.ErrUnsupported):
+		l.noPrealloc = true
+		if unsupportedLogged.CompareAndSwap(false, true) {
+			l.cfg.Logger.Info("the file system cannot preallocate segment files; they grow with every append",
+				"dir", l.cfg.Dir, "err", err)
+		}
+		return
+	default:
+		// Out of space, most likely: the file may have grown part of the
+		// way (roll and Close cut any size past the data end), and the
+		// write reports the shortage if it is real. Retry at the next step.
+		l.cfg.Logger.Debug("preallocating segment file failed", "path", a.path, "err", err)
+	}
+	a.w.alloc = to
+}
+
+// cutToDataEnd cuts a closed segment file (preallocated space) back to its
+// data end, durably, so a closed segment's file size is its data end. size
+// is the file size, or -1 when unknown.
+func (l *Log) cutToDataEnd(s *seg, size int64) error {
+	if size >= 0 && size <= s.size {
+		return nil
+	}
+	return l.cfg.FS.Truncate(s.path, s.size)
 }
 
 // addBatchLocked records a batch written at pos in the segment's metadata
@@ -589,8 +645,18 @@ func (s *seg) addBatchLocked(h *segment.Header, pos int64, interval int) {
 // a new one at the log end. l.mu is held.
 func (l *Log) rollLocked() error {
 	old := l.active
+	fileSize, err := old.w.f.Size()
+	if err != nil {
+		fileSize = -1
+	}
 	if err := old.w.syncAndClose(); err != nil {
 		l.fence(fmt.Errorf("fdatasync %s at roll: %w", old.path, err))
+		return l.unavailable("partition storage failed")
+	}
+	// The closed segment is exact before its successor exists: recovery
+	// only ever finds preallocated zeros in the last segment.
+	if err := l.cutToDataEnd(old, fileSize); err != nil {
+		l.fence(fmt.Errorf("cut preallocated tail of %s at roll: %w", old.path, err))
 		return l.unavailable("partition storage failed")
 	}
 	l.syncs.Add(1)
@@ -693,12 +759,23 @@ func (l *Log) Close() error {
 		return nil
 	}
 	var err error
+	a := l.active
+	fileSize := int64(-1)
 	if l.Fenced() == nil {
+		if fileSize, err = a.w.f.Size(); err != nil {
+			fileSize = -1
+		}
 		err = l.checkpointLocked()
 	}
 	l.closed = true
 	l.shut.Store(true)
-	l.active.w.closeNoSync()
+	a.w.closeNoSync()
+	if err == nil && l.Fenced() == nil {
+		// A clean restart then finds the file exact and reads nothing.
+		if cerr := l.cutToDataEnd(a, fileSize); cerr != nil {
+			err = ioUnavailable("cut preallocated tail of "+a.path, cerr)
+		}
+	}
 	l.mu.Unlock()
 	for _, s := range *l.segs.Load() {
 		l.cfg.Cache.drop(s)

@@ -1,7 +1,9 @@
 package seglog
 
 import (
+	"bytes"
 	"errors"
+	"io"
 	"math"
 	"slices"
 	"strconv"
@@ -254,8 +256,19 @@ func (l *Log) recoverSegment(base uint64, files *segFiles, last bool, onEpoch fu
 						"later_batch", strconv.FormatUint(h.BaseOffset, 10))
 				}
 			}
-			l.cfg.Logger.Warn("cutting torn tail of partition log", "dir", dir, "segment", segName,
-				"position", end, "problem", bad, "dropped_bytes", size-end, "next_offset", s.next)
+			// Zeros up to the file size are preallocated space (Config.
+			// Preallocate) after a crash: expected, not a torn write.
+			zero, err := allZero(f, end, size)
+			if err != nil {
+				return nil, ioUnavailable("read segment "+segName, err)
+			}
+			if zero {
+				l.cfg.Logger.Info("cutting preallocated space after the last batch of partition log", "dir", dir,
+					"segment", segName, "position", end, "dropped_bytes", size-end, "next_offset", s.next)
+			} else {
+				l.cfg.Logger.Warn("cutting torn tail of partition log", "dir", dir, "segment", segName,
+					"position", end, "problem", bad, "dropped_bytes", size-end, "next_offset", s.next)
+			}
 			closeF()
 			if err := fs.Truncate(path, end); err != nil {
 				return nil, ioUnavailable("truncate torn tail of "+segName, err)
@@ -287,8 +300,25 @@ func (l *Log) recoverSegment(base uint64, files *segFiles, last bool, onEpoch fu
 		_ = w.Close()
 		return nil, ioUnavailable("fdatasync "+segName, err)
 	}
-	s.w = &writer{f: w}
+	s.w = &writer{f: w, alloc: size}
 	return s, nil
+}
+
+// allZero reports whether f holds only zero bytes in [from, to).
+func allZero(f io.ReaderAt, from, to int64) (bool, error) {
+	n := min(max(to-from, 0), segment.ScanChunk)
+	buf, zeros := make([]byte, n), make([]byte, n)
+	for off := from; off < to; {
+		n := min(int64(len(buf)), to-off)
+		if err := segment.ReadFull(f, buf[:n], off); err != nil {
+			return false, err
+		}
+		if !bytes.Equal(buf[:n], zeros[:n]) {
+			return false, nil
+		}
+		off += n
+	}
+	return true, nil
 }
 
 // loadIndexes reads s's index files and, when they are consistent with the

@@ -225,7 +225,7 @@ func (l *Log) TruncateTo(to uint64) (uint64, error) {
 	// readers holding the old one retry with the new snapshot.
 	cut.mu.RLock()
 	ns := &seg{base: cut.base, path: cut.path, size: pos, next: end, lastBatchPos: lastPos,
-		maxTS: cut.maxTS, maxAppend: cut.maxAppend, firstAppend: cut.firstAppend, w: &writer{f: w}}
+		maxTS: cut.maxTS, maxAppend: cut.maxAppend, firstAppend: cut.firstAppend, w: &writer{f: w, alloc: pos}}
 	for _, e := range cut.index {
 		if int64(e.Pos) < pos && cut.base+uint64(e.RelOffset) < end {
 			ns.index = append(ns.index, e)
