@@ -214,7 +214,7 @@ func (v vfsFS) truncateByCopy(name string, size int64) error {
 	if err != nil {
 		return err
 	}
-	buf := make([]byte, 1<<20)
+	buf := make([]byte, min(size, 1<<20))
 	var off int64
 	for off < size {
 		n := int64(len(buf))

@@ -55,7 +55,8 @@ func crashRecord(off uint64, id uint64, i, n int) []byte {
 
 func crashNodeConfig(dir string) NodeConfig {
 	return NodeConfig{Dir: dir, FS: vfs.Default,
-		Defaults: Defaults{SegmentBytes: 64 << 10, IndexInterval: 1024, CheckpointBytes: 16 << 10}}
+		Defaults: Defaults{SegmentBytes: 64 << 10, IndexInterval: 1024, CheckpointBytes: 16 << 10,
+			SegmentPreallocate: 16 << 10}} // fallocate steps: kills land inside preallocated space
 }
 
 // crashChild is the child's main: append until killed.
