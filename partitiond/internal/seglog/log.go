@@ -60,9 +60,9 @@ type Config struct {
 	SegmentAge time.Duration
 	// IndexInterval is the number of log bytes between sparse index entries.
 	IndexInterval int
-	// Preallocate is the step, in bytes, by which the active segment's file
-	// is extended (fallocate, mode 0) ahead of its data end; 0 turns it
-	// off. Appends inside the allocated part change neither the file size
+	// Preallocate is the largest step, in bytes, by which the active
+	// segment's file is extended (fallocate, mode 0) ahead of its data end;
+	// steps start at 64 KiB and grow with the segment; 0 turns it off. Appends inside the allocated part change neither the file size
 	// nor the block map, so their fdatasync writes no inode (ext4). Closed
 	// segments are cut back to their data end; recovery cuts the zero tail
 	// of the last segment like a torn write.
@@ -576,16 +576,28 @@ func (l *Log) writeBatchLocked(h *segment.Header, recs []byte, now int64) error 
 // unsupportedLogged keeps the "cannot preallocate" line to one per process.
 var unsupportedLogged atomic.Bool
 
+// minPreallocate is the first preallocation step of a segment. Steps then
+// double with the data the segment holds up to Config.Preallocate, so the
+// many idle partitions of a node (a fresh all-in-one has 66 internal ones)
+// hold 64 KiB each, not a whole step, and a recovery after a crash reads
+// back a zero tail proportional to the segment.
+const minPreallocate = 64 << 10
+
 // preallocLocked extends the active segment's file past end (the data end
-// after the next write) by up to cfg.Preallocate bytes, never beyond
-// SegmentBytes, when the file does not reach end yet. A failure is not an
+// after the next write) when the file does not reach end yet: to the next
+// multiple of the step, never beyond SegmentBytes. A failure is not an
 // append failure: the write that follows grows the file as it always did
 // (and reports a real I/O error itself). l.mu is held.
 func (l *Log) preallocLocked(a *seg, end int64) {
-	step := l.cfg.Preallocate
-	if step <= 0 || l.noPrealloc || end <= a.w.alloc {
+	limit := l.cfg.Preallocate
+	if limit <= 0 || l.noPrealloc || end <= a.w.alloc {
 		return
 	}
+	step := int64(minPreallocate)
+	for step < a.size && step < limit {
+		step *= 2
+	}
+	step = min(step, limit)
 	to := max(min((end/step+1)*step, l.cfg.SegmentBytes), end)
 	err := a.w.f.Allocate(a.w.alloc, to)
 	switch {

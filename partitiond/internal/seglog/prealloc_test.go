@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -83,6 +84,25 @@ func TestPreallocatedActiveSegmentIsAheadAndClosedOnesExact(t *testing.T) {
 	}
 	if err := l.Verify(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestPreallocationStepsGrowWithTheSegment: 64 KiB first, then doubling
+// with the data up to the configured step, then multiples of it.
+func TestPreallocationStepsGrowWithTheSegment(t *testing.T) {
+	e := preallocEnv(t)
+	l := e.open(t, withPrealloc(256<<10, 1<<20))
+	defer l.Close()
+	var sizes []int64
+	for l.EndOffset() < 900 {
+		appendN(t, l, 1, 1000)
+		if n := int64(len(fileBytes(t, e.mem, activePath(l)))); len(sizes) == 0 || n != sizes[len(sizes)-1] {
+			sizes = append(sizes, n)
+		}
+	}
+	want := []int64{64 << 10, 128 << 10, 256 << 10, 512 << 10, 768 << 10, 1 << 20}
+	if fmt.Sprint(sizes) != fmt.Sprint(want) {
+		t.Fatalf("file sizes %v, want %v", sizes, want)
 	}
 }
 
