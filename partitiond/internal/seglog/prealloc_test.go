@@ -108,10 +108,14 @@ func TestPreallocationStepsGrowWithTheSegment(t *testing.T) {
 
 // TestCrashWithPreallocatedZeroTail: a crash leaves the active segment with
 // zeros after its last batch (a fallocated region). Recovery cuts them as it
-// cuts a torn write, keeps every durable batch, and appends continue; with
-// every unsynced byte kept (100 %) and with none (0 %).
+// cuts a torn write (logged at info, not as a warning), keeps every durable batch, and appends continue; with
+// every unsynced byte kept (100 %) and with none (0 %), and with
+// verify_on_open (every batch of every segment checked).
 func TestCrashWithPreallocatedZeroTail(t *testing.T) {
-	for _, pct := range []int{0, 100} {
+	for _, pct := range []int{0, 100, -1} {
+		verifyAll := pct < 0
+		pct = max(pct, 0)
+		var warnings atomic.Int64
 		e := preallocEnv(t)
 		l := e.open(t, withPrealloc(4096, 1<<20))
 		appendN(t, l, 10, 150)
@@ -125,12 +129,21 @@ func TestCrashWithPreallocatedZeroTail(t *testing.T) {
 		if n := int64(len(fileBytes(t, c.mem, path))); n != 4096 {
 			t.Fatalf("crashed file %d bytes: the test needs the zero tail", n)
 		}
-		l2, err := Open(func() Config { cf := c.config(); withPrealloc(4096, 1<<20)(&cf); return cf }())
+		l2, err := Open(func() Config {
+			cf := c.config()
+			withPrealloc(4096, 1<<20)(&cf)
+			cf.VerifyAll = verifyAll
+			cf.Logger = slog.New(countHandler{slog.LevelWarn, &warnings})
+			return cf
+		}())
 		if err != nil {
 			t.Fatalf("pct %d: %v", pct, err)
 		}
 		if l2.EndOffset() != 10 || l2.DurableEnd() != 10 || readAll(t, l2, 0, 150) != 10 {
 			t.Fatalf("pct %d: end %d durable %d", pct, l2.EndOffset(), l2.DurableEnd())
+		}
+		if warnings.Load() != 0 {
+			t.Fatalf("pct %d: a zero tail was logged as a torn write", pct)
 		}
 		if n := int64(len(fileBytes(t, c.mem, path))); n != dataEnd {
 			t.Fatalf("pct %d: recovered file %d bytes, data end %d", pct, n, dataEnd)
