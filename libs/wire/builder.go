@@ -2,6 +2,7 @@ package wire
 
 import (
 	"encoding/binary"
+	"slices"
 	"unsafe"
 
 	"github.com/strataio/strata/libs/errcode"
@@ -144,22 +145,23 @@ func (bb *BatchBuilder) Add(r *Record) error {
 	if bb.err != nil {
 		return bb.err
 	}
-	rr := *r
-	if rr.Topic == "" {
-		rr.Topic, rr.Partition = bb.topic, bb.partition
-	} else if rr.Topic != bb.topic || rr.Partition != bb.partition {
+	topic, part := r.Topic, r.Partition
+	if topic == "" {
+		topic, part = bb.topic, bb.partition
+	} else if topic != bb.topic || part != bb.partition {
 		return builderError("routing_mismatch", "record topic or partition differs from the batch header")
 	}
-	ver, p, err := rr.check()
+	e, err := r.check(len(topic))
 	if err != nil {
 		return err
 	}
-	if err := bb.room(4+rr.encodedSize(p), 1); err != nil {
+	if err := bb.room(4+e.size, 1); err != nil {
 		return err
 	}
-	at := len(bb.buf)
-	bb.buf = rr.appendChecked(append(bb.buf, 0, 0, 0, 0), ver, p)
-	binary.BigEndian.PutUint32(bb.buf[at:], uint32(len(bb.buf)-at-4))
+	// The size is known, so the length prefix is written first and the
+	// record is appended without growing the buffer again.
+	bb.buf = appendU32(slices.Grow(bb.buf, 4+e.size), uint32(e.size))
+	bb.buf = r.appendChecked(bb.buf, topic, part, e)
 	bb.count++
 	return nil
 }
