@@ -165,7 +165,9 @@ func (c *conn) compression() wire.Compression { return c.codec.Compression }
 func (c *conn) readLoop(fr *wire.FrameReader) {
 	defer c.readerW.Done()
 	for {
-		f, err := fr.ReadFrame(&c.codec)
+		// The payload is handed to the caller (a CONSUME reply becomes the
+		// Batch's records), so it is read into a buffer of its own.
+		f, err := fr.ReadFrameOwned(&c.codec)
 		if err != nil {
 			c.close(connLost("read", err))
 			return
@@ -182,7 +184,7 @@ func (c *conn) readLoop(fr *wire.FrameReader) {
 			c.close(errcode.InvalidFrame.New("response does not match its request", "reason", "mismatched_response"))
 			return
 		}
-		out := frame{h: f.Header, payload: append([]byte(nil), f.Payload...)}
+		out := frame{h: f.Header, payload: f.Payload}
 		if cl.stream {
 			// A stream owns its connection, so waiting for its reader here
 			// delays nobody else (backpressure to the server instead).

@@ -142,7 +142,7 @@ func (c *Client) Consume(ctx context.Context, r ConsumeRequest) (*wire.Batch, er
 	if err != nil {
 		return nil, err
 	}
-	return wire.DecodeBatchOwned(p) // p is a frame payload the reader copied for us
+	return wire.DecodeBatchOwned(p) // p is a frame payload the connection handed over
 }
 
 // ConsumeView is Consume without building a Record struct per record: it
@@ -186,5 +186,5 @@ func decodeBatchReply(p []byte) (*wire.Batch, error) {
 	if err != nil {
 		return nil, err
 	}
-	return wire.DecodeBatchOwned(p) // p is a frame payload the reader copied for us
+	return wire.DecodeBatchOwned(p) // p is a frame payload the connection handed over
 }
