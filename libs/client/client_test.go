@@ -1,6 +1,7 @@
 package client_test
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -698,4 +699,31 @@ func TestConsumeView(t *testing.T) {
 	}
 	_, err = c.ConsumeView(ctx, client.ConsumeRequest{Topic: "nope", Partition: 0})
 	mustCode(t, err, errcode.TopicNotFound)
+}
+
+// A batch above the size the connection writes with writev (header and
+// payload side by side) arrives whole, with and without compression.
+func TestLargeBatchRoundTrip(t *testing.T) {
+	for _, comp := range []wire.Compression{wire.CompressionNone, wire.CompressionLZ4} {
+		b := startBroker(t, fakebroker.Options{})
+		c := dial(t, b, client.Options{Compressions: []wire.Compression{comp}})
+		ctx := testCtx(t)
+		createTopic(ctx, t, c, "big", 1)
+		recs := make([]wire.Record, 200)
+		for i := range recs {
+			recs[i] = wire.Record{Payload: bytes.Repeat([]byte{byte(i)}, 1000)}
+		}
+		if _, err := c.PublishBatch(ctx, &wire.Batch{BatchHeader: wire.BatchHeader{Topic: "big", Acks: "1"}, Records: recs}); err != nil {
+			t.Fatal(err)
+		}
+		got, err := c.Consume(ctx, client.ConsumeRequest{Topic: "big", Partition: 0})
+		if err != nil || len(got.Records) != len(recs) {
+			t.Fatalf("%v: %v, %d records", comp, err, len(got.Records))
+		}
+		for i, r := range got.Records {
+			if !bytes.Equal(r.Payload, recs[i].Payload) {
+				t.Fatalf("%v: record %d differs", comp, i)
+			}
+		}
+	}
 }
