@@ -331,7 +331,9 @@ func FuzzParseBatch(f *testing.F) {
 		var decoded *Batch
 		var derr error
 		checkAlloc(t, 16*len(b)+allocSlack, func() { decoded, derr = DecodeBatch(b) })
-		if (err == nil) != (derr == nil) {
+		// DecodeBatch validates in its own single pass: the same verdict and
+		// the same typed error.
+		if (err == nil) != (derr == nil) || (err != nil && (err.Error() != derr.Error() || decoded != nil)) {
 			t.Fatalf("ParseBatch %v, DecodeBatch %v", err, derr)
 		}
 		if err != nil {
