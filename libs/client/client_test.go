@@ -1,11 +1,13 @@
 package client_test
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"reflect"
 	"sync"
 	"testing"
 	"time"
@@ -660,5 +662,68 @@ func TestGroupAdminCommands(t *testing.T) {
 	r, err := c.ListGroups(ctx)
 	if err != nil || r.Value("groups") != "new" {
 		t.Fatalf("groups after delete %q %v", r.Text, err)
+	}
+}
+
+// ConsumeView reads the same records as Consume, without Record structs, and
+// a bad reply is the same typed error.
+func TestConsumeView(t *testing.T) {
+	_, c, ctx := startDialed(t)
+	createTopic(ctx, t, c, "v", 1)
+	recs := make([]wire.Record, 5)
+	for i := range recs {
+		recs[i] = wire.Record{Payload: []byte(fmt.Sprint("m", i)), Key: fmt.Sprint("k", i), Timestamp: int64(i + 1)}
+	}
+	if _, err := c.PublishBatch(ctx, &wire.Batch{BatchHeader: wire.BatchHeader{Topic: "v", Acks: "1"}, Records: recs}); err != nil {
+		t.Fatal(err)
+	}
+	req := client.ConsumeRequest{Topic: "v", Partition: 0, Offset: 1}
+	want, err := c.Consume(ctx, req)
+	if err != nil || len(want.Records) != 4 {
+		t.Fatalf("consume: %v, %+v", err, want)
+	}
+	v, err := c.ConsumeView(ctx, req)
+	if err != nil || v.RecordCount() != 4 {
+		t.Fatalf("view: %v, %d records", err, v.RecordCount())
+	}
+	it := v.Records()
+	i := 0
+	for r, ok := it.Next(); ok; r, ok = it.Next() {
+		if got := r.Record(); !reflect.DeepEqual(got, want.Records[i]) {
+			t.Fatalf("record %d: %+v, want %+v", i, got, want.Records[i])
+		}
+		i++
+	}
+	if it.Err() != nil || i != 4 {
+		t.Fatalf("iterated %d records: %v", i, it.Err())
+	}
+	_, err = c.ConsumeView(ctx, client.ConsumeRequest{Topic: "nope", Partition: 0})
+	mustCode(t, err, errcode.TopicNotFound)
+}
+
+// A batch above the size the connection writes with writev (header and
+// payload side by side) arrives whole, with and without compression.
+func TestLargeBatchRoundTrip(t *testing.T) {
+	for _, comp := range []wire.Compression{wire.CompressionNone, wire.CompressionLZ4} {
+		b := startBroker(t, fakebroker.Options{})
+		c := dial(t, b, client.Options{Compressions: []wire.Compression{comp}})
+		ctx := testCtx(t)
+		createTopic(ctx, t, c, "big", 1)
+		recs := make([]wire.Record, 200)
+		for i := range recs {
+			recs[i] = wire.Record{Payload: bytes.Repeat([]byte{byte(i)}, 1000)}
+		}
+		if _, err := c.PublishBatch(ctx, &wire.Batch{BatchHeader: wire.BatchHeader{Topic: "big", Acks: "1"}, Records: recs}); err != nil {
+			t.Fatal(err)
+		}
+		got, err := c.Consume(ctx, client.ConsumeRequest{Topic: "big", Partition: 0})
+		if err != nil || len(got.Records) != len(recs) {
+			t.Fatalf("%v: %v, %d records", comp, err, len(got.Records))
+		}
+		for i, r := range got.Records {
+			if !bytes.Equal(r.Payload, recs[i].Payload) {
+				t.Fatalf("%v: record %d differs", comp, i)
+			}
+		}
 	}
 }

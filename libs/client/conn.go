@@ -165,7 +165,9 @@ func (c *conn) compression() wire.Compression { return c.codec.Compression }
 func (c *conn) readLoop(fr *wire.FrameReader) {
 	defer c.readerW.Done()
 	for {
-		f, err := fr.ReadFrame(&c.codec)
+		// The payload is handed to the caller (a CONSUME reply becomes the
+		// Batch's records), so it is read into a buffer of its own.
+		f, err := fr.ReadFrameOwned(&c.codec)
 		if err != nil {
 			c.close(connLost("read", err))
 			return
@@ -182,7 +184,7 @@ func (c *conn) readLoop(fr *wire.FrameReader) {
 			c.close(errcode.InvalidFrame.New("response does not match its request", "reason", "mismatched_response"))
 			return
 		}
-		out := frame{h: f.Header, payload: append([]byte(nil), f.Payload...)}
+		out := frame{h: f.Header, payload: f.Payload}
 		if cl.stream {
 			// A stream owns its connection, so waiting for its reader here
 			// delays nobody else (backpressure to the server instead).
@@ -233,17 +235,42 @@ func (c *conn) send(cmd wire.Command, id uint64, payload []byte) error {
 	if !ok {
 		return errcode.UnknownCommand.New("command has no wire id", "command", cmd.String())
 	}
+	h := wire.Header{Kind: wire.KindRequest, Command: wid, RequestID: id}
+	if _, plain := c.nc.(*net.TCPConn); plain && c.codec.Compression == wire.CompressionNone && len(payload) >= writevMin {
+		// A large uncompressed payload (a PUBLISH batch) goes out next to
+		// its header in one writev instead of being copied into a frame
+		// buffer first. Over TLS each Write is its own record, so the copy
+		// stays.
+		var hb [wire.HeaderSize]byte
+		hdr, err := c.codec.AppendHeader(hb[:0], h, payload, len(payload))
+		if err != nil {
+			return err
+		}
+		bufs := net.Buffers{hdr, payload}
+		return c.write(&bufs)
+	}
 	bp := framePool.Get().(*[]byte)
 	defer func() {
 		if cap(*bp) <= 4<<20 {
 			framePool.Put(bp)
 		}
 	}()
-	buf, err := c.codec.AppendFrame((*bp)[:0], wire.Header{Kind: wire.KindRequest, Command: wid, RequestID: id}, payload)
+	buf, err := c.codec.AppendFrame((*bp)[:0], h, payload)
 	*bp = buf[:0]
 	if err != nil {
 		return err
 	}
+	bufs := net.Buffers{buf}
+	return c.write(&bufs)
+}
+
+// writevMin is the payload size from which send writes header and payload
+// with one writev rather than copying the payload behind the header.
+const writevMin = 16 << 10
+
+// write writes a whole frame under the write lock; a failed write breaks the
+// connection.
+func (c *conn) write(bufs *net.Buffers) error {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
 	if err := c.broken(); err != nil {
@@ -252,7 +279,7 @@ func (c *conn) send(cmd wire.Command, id uint64, payload []byte) error {
 	if c.writeTimeout > 0 {
 		_ = c.nc.SetWriteDeadline(time.Now().Add(c.writeTimeout))
 	}
-	if _, err := c.nc.Write(buf); err != nil {
+	if _, err := bufs.WriteTo(c.nc); err != nil {
 		e := connLost("write", err)
 		c.close(e)
 		return e

@@ -229,7 +229,7 @@ func (c *Client) frames(ctx context.Context, cmd wire.Command, req *wire.Request
 	if len(fs) < 2 {
 		return nil, errcode.DecodeFailed.New("the batch frame is missing", "command", cmd.String())
 	}
-	b, err := wire.DecodeBatchOwned(fs[1].payload) // a frame payload the reader copied for us
+	b, err := wire.DecodeBatchOwned(fs[1].payload) // a frame payload the connection handed over
 	if err != nil {
 		return nil, err
 	}

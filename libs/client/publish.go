@@ -138,6 +138,29 @@ func (r ConsumeRequest) params(member string) *wire.Request {
 // records). OFFSET_OUT_OF_RANGE arrives as a typed error with requested,
 // earliest and latest fields.
 func (c *Client) Consume(ctx context.Context, r ConsumeRequest) (*wire.Batch, error) {
+	p, err := c.consumeReply(ctx, r)
+	if err != nil {
+		return nil, err
+	}
+	return wire.DecodeBatchOwned(p) // p is a frame payload the connection handed over
+}
+
+// ConsumeView is Consume without building a Record struct per record: it
+// returns a zero-copy view of the reply whose header is checked, and the
+// records are validated as they are iterated (check the iterator's Err after
+// the loop; a bad record ends the iteration). The view owns its bytes. For
+// consumers that read records once, at high rates.
+func (c *Client) ConsumeView(ctx context.Context, r ConsumeRequest) (wire.BatchView, error) {
+	p, err := c.consumeReply(ctx, r)
+	if err != nil {
+		return wire.BatchView{}, err
+	}
+	return wire.ParseBatchHeader(p)
+}
+
+// consumeReply sends one CONSUME and returns the reply's payload, a CBV2
+// batch the caller owns, or the error it carries.
+func (c *Client) consumeReply(ctx context.Context, r ConsumeRequest) ([]byte, error) {
 	fs, err := c.roundTrip(ctx, wire.CmdConsume, r.params(c.opts.ClientID), nil, 1)
 	if err != nil {
 		return nil, err
@@ -145,14 +168,23 @@ func (c *Client) Consume(ctx context.Context, r ConsumeRequest) (*wire.Batch, er
 	if len(fs) == 0 {
 		return nil, errcode.DecodeFailed.New("empty CONSUME reply", "payload", "cbv2")
 	}
-	return decodeBatchReply(fs[0].payload)
+	return batchReply(fs[0].payload)
 }
 
-func decodeBatchReply(p []byte) (*wire.Batch, error) {
+// batchReply returns p, a batch reply, or the text error it carries instead.
+func batchReply(p []byte) ([]byte, error) {
 	if len(p) > 0 && p[0] == 'E' {
 		if e, ok := errcode.ParseText(string(p)); ok {
 			return nil, e
 		}
 	}
-	return wire.DecodeBatchOwned(p) // p is a frame payload the reader copied for us
+	return p, nil
+}
+
+func decodeBatchReply(p []byte) (*wire.Batch, error) {
+	p, err := batchReply(p)
+	if err != nil {
+		return nil, err
+	}
+	return wire.DecodeBatchOwned(p) // p is a frame payload the connection handed over
 }

@@ -2,6 +2,7 @@ package wire
 
 import (
 	"encoding/binary"
+	"slices"
 	"unsafe"
 
 	"github.com/strataio/strata/libs/errcode"
@@ -144,22 +145,23 @@ func (bb *BatchBuilder) Add(r *Record) error {
 	if bb.err != nil {
 		return bb.err
 	}
-	rr := *r
-	if rr.Topic == "" {
-		rr.Topic, rr.Partition = bb.topic, bb.partition
-	} else if rr.Topic != bb.topic || rr.Partition != bb.partition {
+	topic, part := r.Topic, r.Partition
+	if topic == "" {
+		topic, part = bb.topic, bb.partition
+	} else if topic != bb.topic || part != bb.partition {
 		return builderError("routing_mismatch", "record topic or partition differs from the batch header")
 	}
-	ver, p, err := rr.check()
+	e, err := r.check(len(topic))
 	if err != nil {
 		return err
 	}
-	if err := bb.room(4+rr.encodedSize(p), 1); err != nil {
+	if err := bb.room(4+e.size, 1); err != nil {
 		return err
 	}
-	at := len(bb.buf)
-	bb.buf = rr.appendChecked(append(bb.buf, 0, 0, 0, 0), ver, p)
-	binary.BigEndian.PutUint32(bb.buf[at:], uint32(len(bb.buf)-at-4))
+	// The size is known, so the length prefix is written first and the
+	// record is appended without growing the buffer again.
+	bb.buf = appendU32(slices.Grow(bb.buf, 4+e.size), uint32(e.size))
+	bb.buf = r.appendChecked(bb.buf, topic, part, e)
 	bb.count++
 	return nil
 }
@@ -210,40 +212,42 @@ func (b *Batch) AppendTo(dst []byte) ([]byte, error) {
 }
 
 // DecodeBatch decodes and validates a batch into structs that own their data.
-// All strings share one copy of b and all byte fields another, so the cost is
-// a few allocations per batch, not per field.
+// All fields view one copy of b, so the cost is a few allocations per batch,
+// not per field.
 func DecodeBatch(b []byte) (*Batch, error) {
-	return decodeBatch(b, false)
+	return decodeBatch(append([]byte(nil), b...))
 }
 
 // DecodeBatchOwned is DecodeBatch for a b the caller hands over: the records
-// alias b instead of two copies of it (a megabyte CONSUME reply was copied
-// twice after being read). The caller must neither use nor change b
-// afterwards. The strings view b without a copy, which is sound because
-// nothing can write b any more: the byte fields handed out (Payload,
-// ControlKey, ControlValue) cover other bytes than the strings and are
-// capped, so writing or appending to them never reaches a string.
+// alias b instead of a copy of it (a megabyte CONSUME reply was copied after
+// being read). The caller must neither use nor change b afterwards.
 func DecodeBatchOwned(b []byte) (*Batch, error) {
-	return decodeBatch(b, true)
+	return decodeBatch(b)
 }
 
-func decodeBatch(b []byte, owned bool) (*Batch, error) {
-	v, err := ParseBatch(b)
+// decodeBatch validates b and decodes it in one pass over the records. The
+// strings view b without a copy, which is sound because nothing can write b
+// any more (DecodeBatch copied it; DecodeBatchOwned's caller handed it
+// over): the byte fields handed out (Payload, ControlKey, ControlValue)
+// cover other bytes than the strings and are capped, so writing or
+// appending to them never reaches a string.
+func decodeBatch(b []byte) (*Batch, error) {
+	v, err := ParseBatchHeader(b)
 	if err != nil {
 		return nil, err
 	}
-	s, c := unsafe.String(unsafe.SliceData(b), len(b)), b
-	if !owned {
-		s, c = string(b), append([]byte(nil), b...)
-	}
-	out := &Batch{BatchHeader: v.Header(), Records: make([]Record, 0, v.count)}
+	s := unsafe.String(unsafe.SliceData(b), len(b))
+	out := &Batch{BatchHeader: v.Header(), Records: make([]Record, v.count)}
 	it := v.Records()
-	for it.next() {
-		at := it.pos - len(it.cur.b) // the record's first byte within b
-		out.Records = append(out.Records, it.cur.recordFrom(
-			func(lo, hi int) string { return s[at+lo : at+hi] },
-			func(lo, hi int) []byte { return c[at+lo : at+hi : at+hi] },
-		))
+	for i := range out.Records {
+		if !it.next() {
+			break
+		}
+		it.cur.fill(&out.Records[i], s, b, it.pos-len(it.cur.b)) // from the record's first byte within b
 	}
-	return out, it.Err()
+	// After record_count records, next checks that nothing trails them.
+	if it.next(); it.Err() != nil {
+		return nil, it.Err()
+	}
+	return out, nil
 }

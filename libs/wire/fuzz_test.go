@@ -157,6 +157,10 @@ func FuzzDecodeFrame(f *testing.F) {
 		if err2 != nil || !bytes.Equal(fr.Payload, fr2.Payload) || fr.Header != fr2.Header {
 			t.Fatalf("ReadFrame differs: %v", err2)
 		}
+		fr3, err3 := NewFrameReader(bytes.NewReader(b)).ReadFrameOwned(c)
+		if err3 != nil || !bytes.Equal(fr.Payload, fr3.Payload) || fr.Header != fr3.Header {
+			t.Fatalf("ReadFrameOwned differs: %v", err3)
+		}
 		enc, err := c.AppendFrame(nil, fr.Header, fr.Payload)
 		if err != nil {
 			t.Fatalf("decoded frame does not re-encode: %v", err)
@@ -327,7 +331,9 @@ func FuzzParseBatch(f *testing.F) {
 		var decoded *Batch
 		var derr error
 		checkAlloc(t, 16*len(b)+allocSlack, func() { decoded, derr = DecodeBatch(b) })
-		if (err == nil) != (derr == nil) {
+		// DecodeBatch validates in its own single pass: the same verdict and
+		// the same typed error.
+		if (err == nil) != (derr == nil) || (err != nil && (err.Error() != derr.Error() || decoded != nil)) {
 			t.Fatalf("ParseBatch %v, DecodeBatch %v", err, derr)
 		}
 		if err != nil {

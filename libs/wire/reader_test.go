@@ -137,6 +137,58 @@ func TestFrameReaderReusesBuffers(t *testing.T) {
 	}
 }
 
+// ReadFrameOwned reads what ReadFrame reads, each payload in a buffer of its
+// own that later frames do not overwrite.
+func TestFrameReaderOwnedPayloads(t *testing.T) {
+	for _, comp := range AllCompressions {
+		c := &Codec{Compression: comp}
+		payloads := [][]byte{[]byte("one"), bytes.Repeat([]byte("two "), 300_000), {}, []byte("four")}
+		var stream []byte
+		for i, p := range payloads {
+			stream, _ = c.AppendFrame(stream, Header{Kind: KindRequest, Command: 10, RequestID: uint64(i + 1)}, p)
+		}
+		fr := NewFrameReader(bytes.NewReader(stream))
+		var got [][]byte
+		for i := range payloads {
+			f, err := fr.ReadFrameOwned(c)
+			if err != nil || f.Header.RequestID != uint64(i+1) {
+				t.Fatalf("%v frame %d: %v", comp, i, err)
+			}
+			got = append(got, f.Payload)
+		}
+		for i, p := range payloads {
+			if !bytes.Equal(got[i], p) {
+				t.Fatalf("%v payload %d changed after later reads", comp, i)
+			}
+		}
+		if _, err := fr.ReadFrameOwned(c); err != io.EOF {
+			t.Fatalf("clean end: %v, want io.EOF", err)
+		}
+		frame, _ := c.AppendFrame(nil, Header{Kind: KindRequest, Command: 10, RequestID: 1}, []byte("hello"))
+		frame[len(frame)-1] ^= 1
+		if _, err := NewFrameReader(bytes.NewReader(frame)).ReadFrameOwned(c); err == nil {
+			t.Fatalf("%v: corrupted payload accepted", comp)
+		}
+	}
+}
+
+// ReadFrameOwned allocates at most ownedUpFront before the bytes arrive.
+func TestFrameReaderOwnedBoundsWhatItAllocatesAhead(t *testing.T) {
+	h := goodRequest()
+	h.enc, h.dec = 200<<20, 200<<20
+	stream := append(h.bytes(), make([]byte, 10)...)
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	_, err := NewFrameReader(bytes.NewReader(stream)).ReadFrameOwned(&Codec{})
+	runtime.ReadMemStats(&after)
+	if !errors.Is(err, io.ErrUnexpectedEOF) {
+		t.Fatalf("err %v", err)
+	}
+	if grew := after.TotalAlloc - before.TotalAlloc; grew > ownedUpFront+(4<<20) {
+		t.Fatalf("allocated %d bytes for 10 received", grew)
+	}
+}
+
 func TestReadFirstFrameSelectsTheCommandTable(t *testing.T) {
 	req, _ := NegotiationRequest{MinVersion: 2, MaxVersion: 2, Compressions: []Compression{CompressionNone}}.AppendTo(nil)
 	for _, table := range []*CommandTable{TableA, TableB} {

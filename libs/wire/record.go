@@ -3,6 +3,7 @@ package wire
 import (
 	"encoding/binary"
 	"math/bits"
+	"unsafe"
 
 	"github.com/strataio/strata/libs/errcode"
 )
@@ -361,68 +362,80 @@ func (v *RecordView) IsControl() bool {
 	return string(t) == ControlTypeTransaction
 }
 
-// Record copies the view into a Record that owns its data.
+// Record copies the view into a Record that owns its data: one copy of the
+// record's bytes that every field views (see decodeBatch for why sharing it
+// is sound).
 func (v *RecordView) Record() Record {
-	return v.recordFrom(
-		func(lo, hi int) string { return string(v.b[lo:hi]) },
-		func(lo, hi int) []byte { return append([]byte{}, v.b[lo:hi]...) },
-	)
+	c := append([]byte(nil), v.b...)
+	var r Record
+	v.fill(&r, unsafe.String(unsafe.SliceData(c), len(c)), c, 0)
+	return r
 }
 
-// span returns the byte range of the value of string/bytes field bit.
-func (v *RecordView) span(bit int) (lo, hi int, ok bool) {
-	if v.presence&(1<<bit) == 0 {
-		return 0, 0, false
+// fill sets r's fields from the view, r being zero. Strings are taken from s
+// and byte fields from c, both holding the view's bytes from index at on (a
+// copy of the record, or of the whole batch it came from), so decoding costs
+// no allocation per field. Only present fields are written, and a record
+// with none past the key (the common one) returns early.
+func (v *RecordView) fill(r *Record, s string, c []byte, at int) {
+	b := v.b
+	str := func(p int) (string, int) { // the string whose u32 length is at p, and where it ends
+		e := p + 4 + int(binary.BigEndian.Uint32(b[p:]))
+		return s[at+p+4 : at+e], e
 	}
-	p := int(v.opt[bit])
-	return p + 4, p + 4 + int(binary.BigEndian.Uint32(v.b[p:])), true
-}
-
-// recordFrom builds a Record, taking strings and byte slices for a byte range
-// of the record from str and byt (copies, or sub-slices of a shared copy).
-func (v *RecordView) recordFrom(str func(lo, hi int) string, byt func(lo, hi int) []byte) Record {
-	r := Record{
-		Version:   v.version,
-		Topic:     str(topicPos+4, int(v.topicEnd)),
-		Partition: v.Partition(),
-		Offset:    v.Offset(),
+	byt := func(p int) []byte {
+		lo, hi := at+p+4, at+p+4+int(binary.BigEndian.Uint32(b[p:]))
+		return c[lo:hi:hi]
 	}
-	pp := int(v.topicEnd) + 12
-	r.Payload = byt(pp+4, pp+4+int(binary.BigEndian.Uint32(v.b[pp:])))
-	r.Timestamp, _ = v.Timestamp()
-	if v.presence&PresenceProducer != 0 {
-		p := int(v.opt[1])
-		e := p + 4 + int(binary.BigEndian.Uint32(v.b[p:]))
-		r.ProducerID = str(p+4, e)
-		r.SeqNum = binary.BigEndian.Uint64(v.b[e:])
-		r.Epoch = int64(binary.BigEndian.Uint64(v.b[e+8:]))
+	r.Version = v.version
+	r.Topic = s[at+topicPos+4 : at+int(v.topicEnd)]
+	r.Partition = v.Partition()
+	r.Offset = v.Offset()
+	r.Payload = byt(int(v.topicEnd) + 12)
+	p := v.presence
+	if p == 0 {
+		return
 	}
-	sf := func(bit int) string {
-		if lo, hi, ok := v.span(bit); ok {
-			return str(lo, hi)
+	if p&PresenceTimestamp != 0 {
+		r.Timestamp = int64(binary.BigEndian.Uint64(b[v.opt[0]:]))
+	}
+	if p&PresenceProducer != 0 {
+		var e int
+		r.ProducerID, e = str(int(v.opt[1]))
+		r.SeqNum = binary.BigEndian.Uint64(b[e:])
+		r.Epoch = int64(binary.BigEndian.Uint64(b[e+8:]))
+	}
+	if p&PresenceKey != 0 {
+		r.Key, _ = str(int(v.opt[2]))
+	}
+	if p&^(PresenceTimestamp|PresenceProducer|PresenceKey) == 0 {
+		return
+	}
+	strField := func(bit int) string {
+		if p&(1<<bit) == 0 {
+			return ""
 		}
-		return ""
+		f, _ := str(int(v.opt[bit]))
+		return f
 	}
-	r.Key = sf(2)
-	r.EventType = sf(3)
+	r.EventType = strField(3)
 	r.SchemaVersion, _ = v.SchemaVersion()
 	r.AggregateVersion, _ = v.AggregateVersion()
-	r.Metadata = sf(6)
-	r.TransactionalID = sf(7)
-	r.TransactionState = sf(8)
-	r.TransactionMarker = sf(9)
-	r.ControlType = sf(10)
+	r.Metadata = strField(6)
+	r.TransactionalID = strField(7)
+	r.TransactionState = strField(8)
+	r.TransactionMarker = strField(9)
+	r.ControlType = strField(10)
 	r.ControlVersion, _ = v.ControlVersion()
 	r.ControlCoordinatorEpoch, _ = v.ControlCoordinatorEpoch()
-	if lo, hi, ok := v.span(13); ok {
-		r.ControlKey = byt(lo, hi)
+	if p&PresenceControlKey != 0 {
+		r.ControlKey = byt(int(v.opt[13]))
 	}
-	if lo, hi, ok := v.span(14); ok {
-		r.ControlValue = byt(lo, hi)
+	if p&PresenceControlValue != 0 {
+		r.ControlValue = byt(int(v.opt[14]))
 	}
-	r.EventID = sf(15)
-	r.PayloadDigest = sf(16)
-	return r
+	r.EventID = strField(15)
+	r.PayloadDigest = strField(16)
 }
 
 // recordRouting reads only a record's version, topic and partition: enough

@@ -1,6 +1,6 @@
 package wire
 
-import "encoding/binary"
+import "slices"
 
 // Record is one record as a plain struct, for clients and tests. The hot
 // paths use RecordView instead. Optional fields are written when non-zero
@@ -36,78 +36,106 @@ type Record struct {
 	PayloadDigest           string
 }
 
-// optional is one optional field of a Record as the encoder sees it: its
-// value as a string (str), bytes (byt, ControlKey and ControlValue only) or
-// number (num, written in the width of the bit's optionalShape).
-type optional struct {
-	present bool
-	str     string
-	byt     []byte
-	num     uint64
-}
-
-func optString(s string) optional { return optional{present: s != "", str: s} }
-
-// optBytes is present when non-nil, so present-but-empty survives.
-func optBytes(b []byte) optional { return optional{present: b != nil, byt: b} }
-
-func optNumber[T int16 | uint32 | int64 | uint64](v T) optional {
-	return optional{present: v != 0, num: uint64(v)}
-}
-
-// optionals returns r's optional fields indexed by presence bit. The
-// producer field's str is producer_id; seq_num and epoch follow it.
-func (r *Record) optionals() [numOptional]optional {
-	return [numOptional]optional{
-		optNumber(r.Timestamp),
-		{present: r.ProducerID != "" || r.SeqNum != 0 || r.Epoch != 0, str: r.ProducerID},
-		optString(r.Key),
-		optString(r.EventType),
-		optNumber(r.SchemaVersion),
-		optNumber(r.AggregateVersion),
-		optString(r.Metadata),
-		optString(r.TransactionalID),
-		optString(r.TransactionState),
-		optString(r.TransactionMarker),
-		optString(r.ControlType),
-		optNumber(r.ControlVersion),
-		optNumber(r.ControlCoordinatorEpoch),
-		optBytes(r.ControlKey),
-		optBytes(r.ControlValue),
-		optString(r.EventID),
-		optString(r.PayloadDigest),
+// layout returns the presence bitmap the encoder writes for r and the encoded
+// size of r with a topic of topicLen bytes, in one pass over the fields (the
+// encoder runs once per record of every batch, so no table of optional
+// fields is built).
+func (r *Record) layout(topicLen int) (p uint64, size int) {
+	size = recordFixed + topicLen + len(r.Payload)
+	if r.Timestamp != 0 {
+		p |= PresenceTimestamp
+		size += 8
 	}
+	if r.ProducerID != "" || r.SeqNum != 0 || r.Epoch != 0 {
+		p |= PresenceProducer
+		size += 4 + len(r.ProducerID) + 16
+	}
+	if r.Key != "" {
+		p |= PresenceKey
+		size += 4 + len(r.Key)
+	}
+	if r.EventType != "" {
+		p |= PresenceEventType
+		size += 4 + len(r.EventType)
+	}
+	if r.SchemaVersion != 0 {
+		p |= PresenceSchemaVersion
+		size += 4
+	}
+	if r.AggregateVersion != 0 {
+		p |= PresenceAggregateVersion
+		size += 8
+	}
+	if r.Metadata != "" {
+		p |= PresenceMetadata
+		size += 4 + len(r.Metadata)
+	}
+	if r.TransactionalID != "" {
+		p |= PresenceTransactionalID
+		size += 4 + len(r.TransactionalID)
+	}
+	if r.TransactionState != "" {
+		p |= PresenceTransactionState
+		size += 4 + len(r.TransactionState)
+	}
+	if r.TransactionMarker != "" {
+		p |= PresenceTransactionMarker
+		size += 4 + len(r.TransactionMarker)
+	}
+	if r.ControlType != "" {
+		p |= PresenceControlType
+		size += 4 + len(r.ControlType)
+	}
+	if r.ControlVersion != 0 {
+		p |= PresenceControlVersion
+		size += 2
+	}
+	if r.ControlCoordinatorEpoch != 0 {
+		p |= PresenceControlCoordinatorEpoch
+		size += 8
+	}
+	// ControlKey and ControlValue are present when non-nil, so
+	// present-but-empty survives a round trip.
+	if r.ControlKey != nil {
+		p |= PresenceControlKey
+		size += 4 + len(r.ControlKey)
+	}
+	if r.ControlValue != nil {
+		p |= PresenceControlValue
+		size += 4 + len(r.ControlValue)
+	}
+	if r.EventID != "" {
+		p |= PresenceEventID
+		size += 4 + len(r.EventID)
+	}
+	if r.PayloadDigest != "" {
+		p |= PresencePayloadDigest
+		size += 4 + len(r.PayloadDigest)
+	}
+	return p, size
 }
 
 // Presence returns the presence bitmap the encoder writes for r.
 func (r *Record) Presence() uint64 {
-	var p uint64
-	for i, f := range r.optionals() {
-		if f.present {
-			p |= 1 << i
-		}
-	}
+	p, _ := r.layout(len(r.Topic))
 	return p
 }
 
-// encodedSize returns the record's encoded size for the given presence.
-func (r *Record) encodedSize(p uint64) int {
-	n := recordFixed + len(r.Topic) + len(r.Payload)
-	for i, f := range r.optionals() {
-		if p&(1<<i) != 0 {
-			n += shapeSize[optionalShape[i]] + len(f.str) + len(f.byt)
-		}
-	}
-	return n
+// recordEncoding is what check decided for one record: the version and
+// presence to write and the encoded size (without a length prefix).
+type recordEncoding struct {
+	version  uint16
+	presence uint64
+	size     int
 }
 
-// check validates what the encoder writes; it returns the version and
-// presence to use.
-func (r *Record) check() (uint16, uint64, error) {
-	fail := func(reason, msg string, kv ...string) (uint16, uint64, error) {
-		return 0, 0, encodeError(payloadRecord, reason, msg, kv...)
+// check validates what the encoder writes for r with a topic of topicLen
+// bytes.
+func (r *Record) check(topicLen int) (recordEncoding, error) {
+	fail := func(reason, msg string, kv ...string) (recordEncoding, error) {
+		return recordEncoding{}, encodeError(payloadRecord, reason, msg, kv...)
 	}
-	p := r.Presence()
+	p, size := r.layout(topicLen)
 	v := r.Version
 	switch v {
 	case 0:
@@ -123,72 +151,103 @@ func (r *Record) check() (uint16, uint64, error) {
 	default:
 		return fail("bad_version", "record version must be 2 or 3", "version", itoa(int(v)))
 	}
-	if !validTxnValue(8, r.TransactionState) {
-		return fail("bad_value", "transaction_state outside its value set", "value", r.TransactionState)
+	// The transactional strings are empty in most records: test presence
+	// before their value sets.
+	if p&(PresenceTransactionState|PresenceTransactionMarker|PresenceControlType) != 0 {
+		if !validTxnValue(8, r.TransactionState) {
+			return fail("bad_value", "transaction_state outside its value set", "value", r.TransactionState)
+		}
+		if !validTxnValue(9, r.TransactionMarker) {
+			return fail("bad_value", "transaction_marker outside its value set", "value", r.TransactionMarker)
+		}
+		if !validTxnValue(10, r.ControlType) {
+			return fail("bad_value", "control_batch_type outside its value set", "value", r.ControlType)
+		}
 	}
-	if !validTxnValue(9, r.TransactionMarker) {
-		return fail("bad_value", "transaction_marker outside its value set", "value", r.TransactionMarker)
+	if size > PublicMaxPayload {
+		return fail("too_large", "record above the public 64 MiB bound", "length", itoa(size))
 	}
-	if !validTxnValue(10, r.ControlType) {
-		return fail("bad_value", "control_batch_type outside its value set", "value", r.ControlType)
-	}
-	if n := r.encodedSize(p); n > PublicMaxPayload {
-		return fail("too_large", "record above the public 64 MiB bound", "length", itoa(n))
-	}
-	return v, p, nil
+	return recordEncoding{version: v, presence: p, size: size}, nil
 }
 
 // AppendTo appends the encoded record (without a length prefix).
 func (r *Record) AppendTo(dst []byte) ([]byte, error) {
-	v, p, err := r.check()
+	e, err := r.check(len(r.Topic))
 	if err != nil {
 		return dst, err
 	}
-	return r.appendChecked(dst, v, p), nil
+	return r.appendChecked(slices.Grow(dst, e.size), r.Topic, r.Partition, e), nil
 }
 
-func (r *Record) appendChecked(b []byte, v uint16, p uint64) []byte {
-	b = appendU16(b, v)
+// appendChecked appends r as check decided, with the given topic and
+// partition (a batch's records may leave them to the header).
+func (r *Record) appendChecked(b []byte, topic string, partition int32, e recordEncoding) []byte {
+	p := e.presence
+	b = appendU16(b, e.version)
 	b = appendU64(b, p)
-	b = appendString(b, r.Topic)
-	b = appendU32(b, uint32(r.Partition))
+	b = appendString(b, topic)
+	b = appendU32(b, uint32(partition))
 	b = appendU64(b, r.Offset)
 	b = appendBytes(b, r.Payload)
+	if p == 0 {
+		return b
+	}
 	// Optional fields follow in bit order.
-	for i, f := range r.optionals() {
-		if p&(1<<i) == 0 {
-			continue
-		}
-		switch optionalShape[i] {
-		case shapeI64, shapeU64:
-			b = appendU64(b, f.num)
-		case shapeU32:
-			b = appendU32(b, uint32(f.num))
-		case shapeI16:
-			b = appendU16(b, uint16(f.num))
-		case shapeProducer:
-			b = appendU64(appendU64(appendString(b, r.ProducerID), r.SeqNum), uint64(r.Epoch))
-		case shapeString:
-			if f.byt != nil {
-				b = appendBytes(b, f.byt)
-			} else {
-				b = appendString(b, f.str)
-			}
-		}
+	if p&PresenceTimestamp != 0 {
+		b = appendU64(b, uint64(r.Timestamp))
+	}
+	if p&PresenceProducer != 0 {
+		b = appendU64(appendU64(appendString(b, r.ProducerID), r.SeqNum), uint64(r.Epoch))
+	}
+	if p&PresenceKey != 0 {
+		b = appendString(b, r.Key)
+	}
+	if p&^(PresenceTimestamp|PresenceProducer|PresenceKey) == 0 {
+		return b
+	}
+	if p&PresenceEventType != 0 {
+		b = appendString(b, r.EventType)
+	}
+	if p&PresenceSchemaVersion != 0 {
+		b = appendU32(b, r.SchemaVersion)
+	}
+	if p&PresenceAggregateVersion != 0 {
+		b = appendU64(b, r.AggregateVersion)
+	}
+	if p&PresenceMetadata != 0 {
+		b = appendString(b, r.Metadata)
+	}
+	if p&PresenceTransactionalID != 0 {
+		b = appendString(b, r.TransactionalID)
+	}
+	if p&PresenceTransactionState != 0 {
+		b = appendString(b, r.TransactionState)
+	}
+	if p&PresenceTransactionMarker != 0 {
+		b = appendString(b, r.TransactionMarker)
+	}
+	if p&PresenceControlType != 0 {
+		b = appendString(b, r.ControlType)
+	}
+	if p&PresenceControlVersion != 0 {
+		b = appendU16(b, uint16(r.ControlVersion))
+	}
+	if p&PresenceControlCoordinatorEpoch != 0 {
+		b = appendU64(b, uint64(r.ControlCoordinatorEpoch))
+	}
+	if p&PresenceControlKey != 0 {
+		b = appendBytes(b, r.ControlKey)
+	}
+	if p&PresenceControlValue != 0 {
+		b = appendBytes(b, r.ControlValue)
+	}
+	if p&PresenceEventID != 0 {
+		b = appendString(b, r.EventID)
+	}
+	if p&PresencePayloadDigest != 0 {
+		b = appendString(b, r.PayloadDigest)
 	}
 	return b
-}
-
-// appendPrefixed appends r with its u32 length prefix, as inside a batch.
-func (r *Record) appendPrefixed(dst []byte) ([]byte, error) {
-	v, p, err := r.check()
-	if err != nil {
-		return dst, err
-	}
-	at := len(dst)
-	dst = r.appendChecked(append(dst, 0, 0, 0, 0), v, p)
-	binary.BigEndian.PutUint32(dst[at:], uint32(len(dst)-at-4))
-	return dst, nil
 }
 
 // DecodeRecord decodes one record (without its length prefix) into a Record

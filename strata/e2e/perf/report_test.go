@@ -14,13 +14,18 @@ import (
 )
 
 // reportRow is one workload of the performance table (issue 17): its load
-// figures and the server's cost, read from /proc of the all-in-one process.
+// figures and the server's cost, read from /proc of the all-in-one process,
+// and the load generator's, read from /proc of this one.
 type reportRow struct {
-	name     string
-	res      *load.Side
-	cpuSec   float64 // server user+system CPU seconds during the measured run
-	peakRSS  int64   // server VmHWM during the measured run, bytes
-	extraLat bool    // print request latency percentiles
+	name   string
+	res    *load.Side
+	cpuSec float64 // server user+system CPU seconds during the measured run
+	// clientCPUSec is the load generator's: load.Run runs in this test
+	// process, so its user+system CPU seconds during the run (the server
+	// is a child process, not counted).
+	clientCPUSec float64
+	peakRSS      int64 // server VmHWM during the measured run, bytes
+	extraLat     bool  // print request latency percentiles
 }
 
 // TestBenchReport runs the performance table of docs/performance.md against
@@ -28,10 +33,11 @@ type reportRow struct {
 // directory and its own peak RSS): publish 100 B and 1 KiB in batches of
 // 1,000 (acks=1, 4 connections × 4 in flight), one durable publish in
 // flight, and consuming 1M records of 100 B and of 1 KiB to completion. It
-// reports records/s, MB/s, server CPU per record and peak RSS, plus the
-// idle RSS. Set STRATA_BENCH=1 (make bench-report); STRATA_BENCH_DURATION
-// bounds the timed publish runs (default 8 s) and STRATA_BENCH_RECORDS the
-// consume size (default 1,000,000).
+// reports records/s, MB/s, server and client (load generator) CPU per
+// record and peak RSS, plus the idle RSS. Set STRATA_BENCH=1 (make
+// bench-report); STRATA_BENCH_DURATION bounds the timed publish runs
+// (default 8 s) and STRATA_BENCH_RECORDS the consume size (default
+// 1,000,000).
 func TestBenchReport(t *testing.T) {
 	if os.Getenv("STRATA_BENCH") == "" {
 		t.Skip("benchmark: set STRATA_BENCH=1 (make bench-report)")
@@ -66,9 +72,10 @@ func TestBenchReport(t *testing.T) {
 			}
 		}
 		resetPeakRSS(t, srv.Pid())
-		cpu0 := procCPU(t, srv.Pid())
+		cpu0, clientCPU0 := procCPU(t, srv.Pid()), procCPU(t, os.Getpid())
 		cfg.Addr = srv.ClientAddr
 		res, err := load.Run(ctx, cfg)
+		clientCPU := procCPU(t, os.Getpid()) - clientCPU0
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
@@ -79,7 +86,8 @@ func TestBenchReport(t *testing.T) {
 		if side.Errors > 0 {
 			t.Errorf("%s: %d errors, first: %s", name, side.Errors, side.FirstError)
 		}
-		return reportRow{name: name, res: side, cpuSec: procCPU(t, srv.Pid()) - cpu0, peakRSS: procStatus(t, srv.Pid(), "VmHWM")}
+		return reportRow{name: name, res: side, cpuSec: procCPU(t, srv.Pid()) - cpu0, clientCPUSec: clientCPU,
+			peakRSS: procStatus(t, srv.Pid(), "VmHWM")}
 	}
 	rows = append(rows,
 		measure("publish 100 B × 1,000", publish(100, 1000, 4, 4), nil),
@@ -96,7 +104,7 @@ func TestBenchReport(t *testing.T) {
 
 	var b strings.Builder
 	fmt.Fprintf(&b, "\nall-in-one binary, fresh per workload; idle RSS %.1f MB\n\n", float64(idleRSS)/1e6)
-	b.WriteString("| workload | records/s | MB/s | request p50 / p99 | server CPU µs/record | peak RSS |\n|---|---:|---:|---|---:|---:|\n")
+	b.WriteString("| workload | records/s | MB/s | request p50 / p99 | server CPU µs/record | client CPU µs/record | peak RSS |\n|---|---:|---:|---|---:|---:|---:|\n")
 	for _, r := range rows {
 		lat := ""
 		if r.extraLat {
@@ -104,8 +112,9 @@ func TestBenchReport(t *testing.T) {
 		} else {
 			lat = fmt.Sprintf("%.2f / %.2f ms", r.res.Latency.P50, r.res.Latency.P99)
 		}
-		fmt.Fprintf(&b, "| %s | %.0f | %.1f | %s | %.2f | %.0f MB |\n", r.name, r.res.RecordsPerSec, r.res.MBPerSec, lat,
-			1e6*r.cpuSec/max(float64(r.res.Records), 1), float64(r.peakRSS)/1e6)
+		perRecord := func(sec float64) float64 { return 1e6 * sec / max(float64(r.res.Records), 1) }
+		fmt.Fprintf(&b, "| %s | %.0f | %.1f | %s | %.2f | %.2f | %.0f MB |\n", r.name, r.res.RecordsPerSec, r.res.MBPerSec, lat,
+			perRecord(r.cpuSec), perRecord(r.clientCPUSec), float64(r.peakRSS)/1e6)
 	}
 	t.Log(b.String())
 }
