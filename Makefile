@@ -54,7 +54,7 @@ bench: ## run the Go benchmarks of codec and storage, printing figures
 bench-replication: ## RF 3 acks=all through 3 partitiond processes vs the all-in-one's acks=1 (plus RF 1 and RF 3 acks=1 on the same cluster), server CPU per record, follower lag (STRATA_BENCH_DURATION=8s)
 	STRATA_BENCH=1 go test -count=1 -timeout 20m -v -run '^TestReplicationThroughput$$' $(PREFIX)/strata/e2e/perf
 
-bench-report: ## issue 17's table on a fresh all-in-one per workload: publish 100 B / 1 KiB, single durable publish, consume 1M; CPU per record, peak and idle RSS
+bench-report: ## issue 17's table on a fresh all-in-one per workload: publish 100 B / 1 KiB, single durable publish, consume 1M; CPU per record, peak and idle RSS (STRATA_BENCH_PROFILE=dir also saves each run's CPU, allocation, block, mutex and heap profiles)
 	STRATA_BENCH=1 go test -count=1 -timeout 30m -v -run '^TestBenchReport$$' $(PREFIX)/strata/e2e/perf
 
 bench-streams: ## event sourcing on the all-in-one: APPEND_STREAM p50/p99 and rate (1 and 1,000 aggregates), READ_STREAM of 10,000 events with/without a snapshot

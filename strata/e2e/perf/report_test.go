@@ -3,12 +3,18 @@ package perf
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/strataio/strata/libs/looptest"
+	"github.com/strataio/strata/libs/node"
 	"github.com/strataio/strata/strata/clustertest"
 	"github.com/strataio/strata/strata/internal/load"
 )
@@ -37,7 +43,10 @@ type reportRow struct {
 // record and peak RSS, plus the idle RSS. Set STRATA_BENCH=1 (make
 // bench-report); STRATA_BENCH_DURATION bounds the timed publish runs
 // (default 8 s) and STRATA_BENCH_RECORDS the consume size (default
-// 1,000,000).
+// 1,000,000). STRATA_BENCH_PROFILE=<dir> also saves the server's profiles
+// of each measured run there (CPU, allocations, blocking, mutex contention,
+// and the heap at the end), with contention sampling on: the figures of a
+// profiled report are then a little lower than an unprofiled one's.
 func TestBenchReport(t *testing.T) {
 	if os.Getenv("STRATA_BENCH") == "" {
 		t.Skip("benchmark: set STRATA_BENCH=1 (make bench-report)")
@@ -54,9 +63,21 @@ func TestBenchReport(t *testing.T) {
 		return load.Config{Mode: load.ModeProduce, Topic: "bench", Partitions: 4, Conns: conns, Inflight: inflight,
 			RecordSize: size, BatchSize: batch, Acks: "1", Duration: d}
 	}
+	profileDir := os.Getenv("STRATA_BENCH_PROFILE")
+	if profileDir != "" {
+		if err := os.MkdirAll(profileDir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
 	var rows []reportRow
 	var idleRSS int64
 	measure := func(name string, cfg load.Config, prepare *load.Config) reportRow {
+		var pprofAddr string
+		if profileDir != "" {
+			pprofAddr = looptest.FreeAddr(t)
+			t.Setenv(node.PprofEnv, pprofAddr) // the server inherits the test's environment
+			t.Setenv(node.PprofContentionEnv, "1")
+		}
 		srv := clustertest.StartAllInOne(t)
 		defer srv.Kill()
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
@@ -74,8 +95,15 @@ func TestBenchReport(t *testing.T) {
 		resetPeakRSS(t, srv.Pid())
 		cpu0, clientCPU0 := procCPU(t, srv.Pid()), procCPU(t, os.Getpid())
 		cfg.Addr = srv.ClientAddr
+		var profiled func()
+		if profileDir != "" {
+			profiled = captureProfiles(t, pprofAddr, filepath.Join(profileDir, slug(name)), profileWindow(cfg))
+		}
 		res, err := load.Run(ctx, cfg)
 		clientCPU := procCPU(t, os.Getpid()) - clientCPU0
+		if profiled != nil {
+			profiled()
+		}
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
@@ -116,9 +144,77 @@ func TestBenchReport(t *testing.T) {
 		fmt.Fprintf(&b, "| %s | %.0f | %.1f | %s | %.2f | %.2f | %.0f MB |\n", r.name, r.res.RecordsPerSec, r.res.MBPerSec, lat,
 			perRecord(r.cpuSec), perRecord(r.clientCPUSec), float64(r.peakRSS)/1e6)
 	}
+	if profileDir != "" {
+		fmt.Fprintf(&b, "\nprofiles in %s: go tool pprof -top <strata binary> <file> (the binary: clustertest's build, or make build's .bin/strata of the same tree)\n", profileDir)
+	}
 	t.Log(b.String())
 }
 
+// profileWindow is how long a run's window profiles cover: the timed runs
+// but their first and last second, and the first second of the consume
+// runs (which are over in a few seconds).
+func profileWindow(cfg load.Config) time.Duration {
+	if cfg.Mode == load.ModeConsume || cfg.Duration < 4*time.Second {
+		return time.Second
+	}
+	return cfg.Duration - 2*time.Second
+}
+
+// captureProfiles starts the server's window profiles (CPU, and the deltas
+// of allocations, blocking and mutex contention over the same window) one
+// second into the run unless the window is the first second; the returned
+// function waits for them and then saves the heap profile. Files are
+// <prefix>.<kind>.pb.gz.
+func captureProfiles(t *testing.T, addr, prefix string, window time.Duration) func() {
+	t.Helper()
+	delay := time.Second
+	if window <= time.Second {
+		delay = 0
+	}
+	secs := strconv.Itoa(int(window.Seconds()))
+	var wg sync.WaitGroup
+	for kind, path := range map[string]string{"cpu": "profile", "allocs": "allocs", "block": "block", "mutex": "mutex"} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			time.Sleep(delay)
+			saveProfile(t, fmt.Sprintf("http://%s/debug/pprof/%s?seconds=%s", addr, path, secs), prefix+"."+kind+".pb.gz")
+		}()
+	}
+	return func() {
+		wg.Wait()
+		saveProfile(t, "http://"+addr+"/debug/pprof/heap", prefix+".heap.pb.gz")
+	}
+}
+
+// saveProfile writes one pprof answer to file; a failure is reported, not
+// fatal (the figures of the run stand without it).
+func saveProfile(t *testing.T, url, file string) {
+	c := http.Client{Timeout: 2 * time.Minute}
+	resp, err := c.Get(url)
+	if err != nil {
+		t.Errorf("profile %s: %v", url, err)
+		return
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err == nil && resp.StatusCode != http.StatusOK {
+		err = fmt.Errorf("%s: %s", resp.Status, strings.TrimSpace(string(b)))
+	}
+	if err == nil {
+		err = os.WriteFile(file, b, 0o644)
+	}
+	if err != nil {
+		t.Errorf("profile %s: %v", url, err)
+	}
+}
+
+// slug turns a workload name into a file name ("publish 1 KiB × 1,000" ->
+// "publish-1-kib-x-1000").
+func slug(name string) string {
+	name = strings.NewReplacer("×", "x", ",", "").Replace(strings.ToLower(name))
+	return strings.Join(strings.Fields(name), "-")
+}
 func sizeName(n int) string {
 	if n == 1024 {
 		return "1 KiB"
