@@ -4,8 +4,10 @@ import (
 	"context"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
@@ -36,11 +38,13 @@ type direct struct {
 	src     *pki.Source
 	in      interceptors
 	stats   stats.Handler
+	quiet   bool     // the server does not trace (Telemetry.off): see linkConn.quiet
 	addr    linkAddr // set by Links.Register
 	methods map[string]*directMethod
 
 	mu      sync.Mutex
 	state   directState
+	down    atomic.Bool        // state is stateStopped (read without mu by bindings)
 	ready   chan struct{}      // closed when serving or stopping
 	calls   map[*call]struct{} // in flight
 	drainCh chan struct{}      // closed when draining and calls is empty, or killed
@@ -69,8 +73,8 @@ type call struct {
 	killed bool     // ended by Stop (under direct.mu)
 }
 
-func (d *direct) init(src *pki.Source, in interceptors, st stats.Handler) {
-	d.src, d.in, d.stats = src, in, st
+func (d *direct) init(src *pki.Source, in interceptors, st stats.Handler, quiet bool) {
+	d.src, d.in, d.stats, d.quiet = src, in, st, quiet
 	d.methods = map[string]*directMethod{}
 	d.ready = make(chan struct{})
 	d.calls = map[*call]struct{}{}
@@ -120,6 +124,7 @@ func (d *direct) checkDrained() {
 	if d.state == stateDraining && len(d.calls) == 0 {
 		close(d.drainCh)
 		d.state = stateStopped
+		d.down.Store(true)
 	}
 }
 
@@ -134,6 +139,7 @@ func (d *direct) kill() {
 		close(d.drainCh)
 	}
 	d.state = stateStopped
+	d.down.Store(true)
 	calls := make([]*call, 0, len(d.calls))
 	for c := range d.calls {
 		c.killed = true
@@ -219,12 +225,18 @@ func callContext(ctx context.Context) (context.Context, context.CancelFunc) {
 // serverContext completes base into the handler context of a call from
 // ctx over b: the verified caller as peer, the caller's outgoing metadata
 // as incoming metadata (the trace context among it), and the server's
-// trace span.
-func (d *direct) serverContext(base, ctx context.Context, b *binding, method string) context.Context {
+// trace span (when traced).
+func (d *direct) serverContext(base, ctx context.Context, b *binding, method string, traced bool) context.Context {
 	sctx := peer.NewContext(base, b.serverPeer)
 	md, _ := metadata.FromOutgoingContext(ctx)
 	if md != nil {
 		sctx = metadata.NewIncomingContext(sctx, md)
+	}
+	if !traced {
+		// What otelgrpc's server handler leaves in the context when it
+		// has nothing to extract and a no-op tracer: an empty remote span
+		// context.
+		return trace.ContextWithRemoteSpanContext(sctx, trace.SpanContext{})
 	}
 	sctx = d.stats.TagRPC(sctx, &stats.RPCTagInfo{FullMethodName: method})
 	d.stats.HandleRPC(sctx, &stats.InHeader{FullMethod: method, RemoteAddr: linkClientAddr, LocalAddr: d.addr, Header: md})
@@ -232,8 +244,10 @@ func (d *direct) serverContext(base, ctx context.Context, b *binding, method str
 }
 
 // invoke runs a unary call from ctx (the client's context, with its span)
-// and fills reply. It returns the status error the caller sees.
-func (d *direct) invoke(ctx context.Context, b *binding, method string, args, reply any) error {
+// and fills reply. It returns the status error the caller sees. traced
+// says whether the client's stats handler saw the call; the server's sees
+// it too unless both are quiet.
+func (d *direct) invoke(ctx context.Context, b *binding, method string, args, reply any, traced bool) error {
 	base, cancel := callContext(ctx)
 	defer cancel() // the call is over for the handler's goroutines, as after gRPC sent the answer
 	c := &call{cancel: cancel}
@@ -245,8 +259,9 @@ func (d *direct) invoke(ctx context.Context, b *binding, method string, args, re
 		d.leave(c)
 		return d.unknown(method)
 	}
+	traced = traced || !d.quiet
 	begin := time.Now()
-	sctx := d.serverContext(base, ctx, b, method)
+	sctx := d.serverContext(base, ctx, b, method, traced)
 	resp, err := m.unary(m.impl, sctx, func(in any) error {
 		proto.Merge(in.(proto.Message), args.(proto.Message))
 		return nil
@@ -257,7 +272,9 @@ func (d *direct) invoke(ctx context.Context, b *binding, method string, args, re
 		// of the right type goes out as an empty one.
 		err = status.Errorf(codes.Internal, "grpc: error while marshaling: rpc codec: cannot marshal %T: not a proto.Message", resp)
 	}
-	d.stats.HandleRPC(sctx, &stats.End{BeginTime: begin, EndTime: time.Now(), Error: err})
+	if traced {
+		d.stats.HandleRPC(sctx, &stats.End{BeginTime: begin, EndTime: time.Now(), Error: err})
+	}
 	switch {
 	case d.leave(c):
 		// Stopped meanwhile: the caller's connection closed under it.

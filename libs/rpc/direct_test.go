@@ -13,10 +13,14 @@ import (
 	"testing"
 	"time"
 
+	"go.opentelemetry.io/otel/baggage"
 	"go.opentelemetry.io/otel/propagation"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
+	tracenoop "go.opentelemetry.io/otel/trace/noop"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
@@ -290,6 +294,9 @@ func (ts *testService) handleUnary(ctx context.Context, in *wrapperspb.StringVal
 		return nil, ctx.Err()
 	case "nil":
 		return nil, nil
+	case "trace":
+		sc := trace.SpanContextFromContext(ctx)
+		ts.note("trace %v %s remote=%v baggage=%q", sc.IsValid(), sc.TraceID(), sc.IsRemote(), baggage.FromContext(ctx).Member("k").Value())
 	case "hold":
 		ts.entered <- "hold"
 		select {
@@ -1108,4 +1115,79 @@ func BenchmarkUnary(b *testing.B) {
 			}
 		})
 	}
+}
+
+// A connection follows the address to a new server when the one it was
+// bound to stopped and another registered there (a role restarted in the
+// same process); until then calls fail as unavailable.
+func TestDirectRebindsAfterRestart(t *testing.T) {
+	ts := newTestService(t)
+	conn := ts.dial(t, viaDirect, pki.RoleGateway)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := ts.unary(ctx, conn, "one"); err != nil {
+		t.Fatal(err)
+	}
+	ts.srv.Stop()
+	if err := ts.unary(ctx, conn, "two"); !errors.Is(err, errcode.RouterNotAvailable) {
+		t.Fatalf("call to a stopped server: %v", err)
+	}
+	ts.links.Unregister(ts.addr, ts.srv)
+	srv, err := NewServer(ServerOptions{Source: ts.p.Source(t, pki.RolePartitiond, "p2"), Policy: testPolicy})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.RegisterService(ts.desc(), ts)
+	if err := ts.links.Register(ts.addr, srv); err != nil {
+		t.Fatal(err)
+	}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { defer close(done); _ = srv.Serve(lis) }()
+	defer func() { srv.Stop(); <-done }()
+	var p peer.Peer
+	if err := conn.Invoke(ctx, "/"+testSvc+"/Echo", wrapperspb.String("three"), new(wrapperspb.StringValue), grpc.Peer(&p)); err != nil {
+		t.Fatal(err)
+	}
+	if id, err := pki.PeerIdentity(p.AuthInfo.(credentials.TLSInfo).State); err != nil || id.NodeID != "p2" {
+		t.Fatalf("answered by %v (%v), want the new server p2", id, err)
+	}
+}
+
+// With tracing off (OpenTelemetry's no-op provider, telemetry.Disabled) the
+// direct path skips otelgrpc for calls that carry nothing to propagate;
+// what the handler sees stays what gRPC gives it: no trace context, or the
+// caller's trace context and baggage carried on.
+func TestDirectQuietTracingPropagates(t *testing.T) {
+	tel := Telemetry{TracerProvider: tracenoop.NewTracerProvider(),
+		Propagator: propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{})}
+	traceID, _ := trace.TraceIDFromHex("0af7651916cd43dd8448eb211c80319c")
+	spanID, _ := trace.SpanIDFromHex("b7ad6b7169203331")
+	remote := trace.NewSpanContext(trace.SpanContextConfig{TraceID: traceID, SpanID: spanID, TraceFlags: trace.FlagsSampled, Remote: true})
+	member, _ := baggage.NewMember("k", "v")
+	bag, _ := baggage.New(member)
+	var results [2][]string
+	for i, tr := range transports {
+		ts := &testService{p: pkitest.New(t), links: NewLinks(), release: make(chan struct{}), entered: make(chan string, 16)}
+		ts.start(t, tel)
+		conn := ts.dialTel(t, tr, pki.RoleGateway, tel)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		for _, c := range []context.Context{ctx, trace.ContextWithRemoteSpanContext(ctx, remote), baggage.ContextWithBaggage(ctx, bag)} {
+			if err := ts.unary(c, conn, "trace"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		cancel()
+		results[i] = ts.waitNotes(6)
+	}
+	if a, b := strings.Join(results[0], "\n"), strings.Join(results[1], "\n"); a != b {
+		t.Fatalf("outcomes differ\ngRPC:\n%s\ndirect:\n%s", a, b)
+	}
+	if !strings.Contains(strings.Join(results[1], "\n"), traceID.String()) {
+		t.Fatalf("the caller's trace context did not reach the handler: %v", results[1])
+	}
+	t.Logf("both:\n%s", strings.Join(results[1], "\n"))
 }

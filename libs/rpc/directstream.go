@@ -59,7 +59,7 @@ func (st *dstream) abort(clientErr, serverErr error) {
 }
 
 // startStream admits a stream call from ctx over b and starts its handler.
-func (d *direct) startStream(ctx context.Context, b *binding, method string) (*dstream, error) {
+func (d *direct) startStream(ctx context.Context, b *binding, method string, traced bool) (*dstream, error) {
 	base, cancel := callContext(ctx)
 	st := &dstream{c2s: newQueue(), s2c: newQueue(), srv: d, headerSent: make(chan struct{})}
 	st.call = &call{cancel: cancel, stream: st}
@@ -73,16 +73,21 @@ func (d *direct) startStream(ctx context.Context, b *binding, method string) (*d
 		cancel()
 		return nil, d.unknown(method)
 	}
+	traced = traced || !d.quiet
 	begin := time.Now()
-	sctx := d.serverContext(base, ctx, b, method)
+	sctx := d.serverContext(base, ctx, b, method, traced)
 	ss := &serverStream{st: st, ctx: sctx}
 	go func() {
 		err := d.in.stream(m.impl, ss, m.info, m.stream.Handler)
 		st.sendHeader()
-		st.s2c.close(err)
+		// Sends fail before the client can see the end: a client that
+		// read the end and sends again gets io.EOF, as over gRPC.
 		st.c2s.fail(errHandlerDone, errHandlerDone)
+		st.s2c.close(err)
 		cancel()
-		d.stats.HandleRPC(sctx, &stats.End{BeginTime: begin, EndTime: time.Now(), Error: err})
+		if traced {
+			d.stats.HandleRPC(sctx, &stats.End{BeginTime: begin, EndTime: time.Now(), Error: err})
+		}
 		d.leave(st.call)
 	}()
 	return st, nil
@@ -141,10 +146,11 @@ func (s *serverStream) RecvMsg(m any) error {
 // clientStream is the grpc.ClientStream of a direct stream. Its errors are
 // typed as typedClientStream's.
 type clientStream struct {
-	st    *dstream
-	ctx   context.Context // the caller's, with its client span
-	conn  *linkConn
-	begin time.Time
+	st     *dstream
+	ctx    context.Context // the caller's, with its client span
+	conn   *linkConn
+	begin  time.Time
+	traced bool // the stats handlers see this call (linkConn.begin)
 	// clientStreams is false for a server-streaming call, whose one
 	// request SendMsg never fails (gRPC's rule, which the generated code
 	// relies on: RecvMsg reports the stream's end).
@@ -242,7 +248,7 @@ func (c *clientStream) finish(err error) {
 	if err != io.EOF {
 		e = err
 	}
-	c.conn.stats.HandleRPC(c.ctx, &stats.End{Client: true, BeginTime: c.begin, EndTime: time.Now(), Error: e})
+	c.conn.end(c.ctx, c.traced, c.begin, e)
 }
 
 // fail ends the stream from the client's side when its connection

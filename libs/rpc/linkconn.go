@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
+	"go.opentelemetry.io/otel/baggage"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
@@ -23,6 +25,10 @@ type linkConn struct {
 	target string
 	opts   ClientOptions
 	stats  stats.Handler // otelgrpc's client handler, as the gRPC path has
+	// quiet: the process does not trace (Telemetry.off), so a call whose
+	// context carries no trace context or baggage skips the stats
+	// handlers, which could produce nothing from it.
+	quiet bool
 
 	bound atomic.Pointer[binding]
 
@@ -34,7 +40,7 @@ type linkConn struct {
 
 func newLinkConn(target string, o ClientOptions) *linkConn {
 	return &linkConn{target: target, opts: o, stats: otelgrpc.NewClientHandler(o.Telemetry.options()...),
-		streams: map[*clientStream]struct{}{}}
+		quiet: o.Telemetry.off(), streams: map[*clientStream]struct{}{}}
 }
 
 var errConnClosing = status.Error(codes.Canceled, "grpc: the client connection is closing")
@@ -44,7 +50,7 @@ var errConnClosing = status.Error(codes.Canceled, "grpc: the client connection i
 // server is replaced once another server registered the address.
 func (c *linkConn) bind() (*binding, error) {
 	b := c.bound.Load()
-	if b != nil && !b.srv.stopped() {
+	if b != nil && !b.srv.down.Load() {
 		return b, nil
 	}
 	srv := c.opts.Links.lookup(c.target)
@@ -60,12 +66,6 @@ func (c *linkConn) bind() (*binding, error) {
 	}
 	c.bound.CompareAndSwap(b, nb)
 	return nb, nil
-}
-
-func (d *direct) stopped() bool {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return d.state == stateStopped
 }
 
 // tcpConn returns the mTLS connection for a target outside this process.
@@ -95,16 +95,27 @@ func (c *linkConn) isClosed() bool {
 
 // begin starts the client side of a direct call as gRPC's client does:
 // otelgrpc's client span (which also puts the trace context into the
-// outgoing metadata) and its header event.
-func (c *linkConn) begin(ctx context.Context, method string, b *binding, clientStream, serverStream bool) (context.Context, time.Time) {
+// outgoing metadata) and its header event. traced is false when the call
+// skips the stats handlers (quiet).
+func (c *linkConn) begin(ctx context.Context, method string, b *binding, clientStream, serverStream bool) (_ context.Context, begin time.Time, traced bool) {
+	if c.quiet && !trace.SpanContextFromContext(ctx).IsValid() && baggage.FromContext(ctx).Len() == 0 {
+		return ctx, time.Time{}, false
+	}
 	ctx = c.stats.TagRPC(ctx, &stats.RPCTagInfo{FullMethodName: method, FailFast: true})
-	begin := time.Now()
+	begin = time.Now()
 	c.stats.HandleRPC(ctx, &stats.Begin{Client: true, BeginTime: begin, FailFast: true, IsClientStream: clientStream, IsServerStream: serverStream})
 	if b != nil {
 		md, _ := metadata.FromOutgoingContext(ctx)
 		c.stats.HandleRPC(ctx, &stats.OutHeader{Client: true, FullMethod: method, RemoteAddr: b.srv.addr, LocalAddr: linkClientAddr, Header: md})
 	}
-	return ctx, begin
+	return ctx, begin, true
+}
+
+// end is the client's end event of a traced call.
+func (c *linkConn) end(ctx context.Context, traced bool, begin time.Time, err error) {
+	if traced {
+		c.stats.HandleRPC(ctx, &stats.End{Client: true, BeginTime: begin, EndTime: time.Now(), Error: err})
+	}
 }
 
 // Invoke makes a unary call: directly when a role of this process serves
@@ -118,17 +129,17 @@ func (c *linkConn) Invoke(ctx context.Context, method string, args, reply any, o
 		}
 		return tc.Invoke(ctx, method, args, reply, opts...)
 	}
-	ctx, begin := c.begin(ctx, method, b, false, false)
+	ctx, begin, traced := c.begin(ctx, method, b, false, false)
 	err := herr
 	switch {
 	case err != nil:
 	case c.isClosed():
 		err = errConnClosing
 	default:
-		err = b.srv.invoke(ctx, b, method, args, reply)
+		err = b.srv.invoke(ctx, b, method, args, reply, traced)
 		applyCallOptions(opts, b)
 	}
-	c.stats.HandleRPC(ctx, &stats.End{Client: true, BeginTime: begin, EndTime: time.Now(), Error: err})
+	c.end(ctx, traced, begin, err)
 	if err != nil {
 		return errcode.FromStatus(err)
 	}
@@ -162,9 +173,9 @@ func (c *linkConn) NewStream(ctx context.Context, desc *grpc.StreamDesc, method 
 		}
 		return tc.NewStream(ctx, desc, method, opts...)
 	}
-	ctx, begin := c.begin(ctx, method, b, desc.ClientStreams, desc.ServerStreams)
+	ctx, begin, traced := c.begin(ctx, method, b, desc.ClientStreams, desc.ServerStreams)
 	fail := func(err error) (grpc.ClientStream, error) {
-		c.stats.HandleRPC(ctx, &stats.End{Client: true, BeginTime: begin, EndTime: time.Now(), Error: err})
+		c.end(ctx, traced, begin, err)
 		return nil, errcode.FromStatus(err)
 	}
 	if herr != nil {
@@ -176,11 +187,11 @@ func (c *linkConn) NewStream(ctx context.Context, desc *grpc.StreamDesc, method 
 	if c.isClosed() {
 		return fail(errConnClosing)
 	}
-	st, err := b.srv.startStream(ctx, b, method)
+	st, err := b.srv.startStream(ctx, b, method, traced)
 	if err != nil {
 		return fail(err)
 	}
-	cs := &clientStream{st: st, ctx: ctx, conn: c, begin: begin, clientStreams: desc.ClientStreams}
+	cs := &clientStream{st: st, ctx: ctx, conn: c, begin: begin, traced: traced, clientStreams: desc.ClientStreams}
 	cs.watch(context.AfterFunc(ctx, cs.callerDone))
 	c.mu.Lock()
 	closed := c.closed

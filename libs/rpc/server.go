@@ -12,9 +12,10 @@ import (
 	"time"
 
 	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
-	"go.opentelemetry.io/otel/metric/noop"
+	metricnoop "go.opentelemetry.io/otel/metric/noop"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
+	tracenoop "go.opentelemetry.io/otel/trace/noop"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/experimental"
@@ -69,8 +70,18 @@ type Telemetry struct {
 	Propagator     propagation.TextMapPropagator
 }
 
+// off reports whether t traces nothing: its provider is OpenTelemetry's
+// no-op one (telemetry.Disabled). otelgrpc's handlers then record no span;
+// what they still do is carry a caller's trace context and baggage on, so
+// the direct path skips them only for calls without either (linkConn.begin).
+// A nil provider means the global one, which may trace.
+func (t Telemetry) off() bool {
+	_, ok := t.TracerProvider.(tracenoop.TracerProvider)
+	return ok
+}
+
 func (t Telemetry) options() []otelgrpc.Option {
-	opts := []otelgrpc.Option{otelgrpc.WithMeterProvider(noop.NewMeterProvider())}
+	opts := []otelgrpc.Option{otelgrpc.WithMeterProvider(metricnoop.NewMeterProvider())}
 	if t.TracerProvider != nil {
 		opts = append(opts, otelgrpc.WithTracerProvider(t.TracerProvider))
 	}
@@ -132,7 +143,7 @@ func NewServer(o ServerOptions) (*Server, error) {
 		grpc.ForceServerCodecV2(codec{}),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
 	)}
-	s.direct.init(o.Source, in, st)
+	s.direct.init(o.Source, in, st, o.Telemetry.off())
 	return s, nil
 }
 
