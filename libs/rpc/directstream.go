@@ -36,7 +36,6 @@ var (
 type dstream struct {
 	c2s, s2c *queue
 	call     *call
-	srv      *direct
 
 	// header: what the handler set with SetHeader/SendHeader, sent at its
 	// first SendMsg or SendHeader or when it returns.
@@ -61,7 +60,7 @@ func (st *dstream) abort(clientErr, serverErr error) {
 // startStream admits a stream call from ctx over b and starts its handler.
 func (d *direct) startStream(ctx context.Context, b *binding, method string, traced bool) (*dstream, error) {
 	base, cancel := callContext(ctx)
-	st := &dstream{c2s: newQueue(), s2c: newQueue(), srv: d, headerSent: make(chan struct{})}
+	st := &dstream{c2s: newQueue(), s2c: newQueue(), headerSent: make(chan struct{})}
 	st.call = &call{cancel: cancel, stream: st}
 	if err := d.enter(ctx, st.call); err != nil {
 		cancel()
@@ -69,9 +68,13 @@ func (d *direct) startStream(ctx context.Context, b *binding, method string, tra
 	}
 	m := d.methods[method]
 	if m == nil || m.stream == nil {
+		// gRPC opens the stream and answers its first RecvMsg.
 		d.leave(st.call)
 		cancel()
-		return nil, d.unknown(method)
+		st.c2s.fail(errHandlerDone, errHandlerDone)
+		st.s2c.close(d.unknown(method))
+		st.sendHeader()
+		return st, nil
 	}
 	traced = traced || !d.quiet
 	begin := time.Now()
