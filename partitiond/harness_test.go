@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
-	"google.golang.org/grpc"
 
 	"github.com/strataio/strata/libs/errcode"
 	"github.com/strataio/strata/libs/fake/metadfake"
@@ -35,7 +34,7 @@ type cluster struct {
 	env     *node.RoleEnv
 	role    *Role
 	dataDir string
-	conn    *grpc.ClientConn
+	conn    rpc.Conn
 	client  partitionv1.PartitionServiceClient
 	stop    func()
 }
@@ -103,7 +102,7 @@ func startNode(t testing.TB, tracing *telemetry.Tracing, id string, ca *pkitest.
 	return c
 }
 
-func (c *cluster) dial(t testing.TB, role pki.Role, id string) *grpc.ClientConn {
+func (c *cluster) dial(t testing.TB, role pki.Role, id string) rpc.Conn {
 	t.Helper()
 	conn, err := rpc.Dial(c.env.AdvertiseRPC, rpc.ClientOptions{Source: c.ca.Source(t, role, id), ServerRoles: []pki.Role{pki.RolePartitiond}})
 	if err != nil {

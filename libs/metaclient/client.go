@@ -10,11 +10,12 @@ import (
 
 	"github.com/strataio/strata/libs/errcode"
 	"github.com/strataio/strata/libs/pace"
+	"github.com/strataio/strata/libs/rpc"
 	metav1 "github.com/strataio/strata/proto/strata/meta/v1"
 )
 
 // Dialer returns a connection to a metad RPC address (rpc.Pool.Get fits).
-type Dialer func(addr string) (*grpc.ClientConn, error)
+type Dialer func(addr string) (rpc.Conn, error)
 
 // Options configures a Client.
 type Options struct {

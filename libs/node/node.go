@@ -31,7 +31,7 @@ type Process struct {
 	MetricsAddr    string
 	EnableExporter bool
 	// Links, when set before the roles are created, connects the roles of
-	// this process to each other in memory instead of over loopback mTLS
+	// this process to each other directly instead of over loopback mTLS
 	// (the all-in-one; see rpc.Links and docs/decisions.md).
 	Links *rpc.Links
 
@@ -81,15 +81,12 @@ type RoleEnv struct {
 	TLS *pki.Source
 	// GRPC is the role's internal server; register services and fill
 	// Policy before Run serves it.
-	GRPC   *grpc.Server
+	GRPC   *rpc.Server
 	Policy rpc.Policy
 	// Listener is the bound internal RPC listener; AdvertiseRPC is the
 	// address other nodes dial (defaults to the bound address).
 	Listener     net.Listener
 	AdvertiseRPC string
-	// linkListener accepts the in-process connections of Process.Links to
-	// AdvertiseRPC (nil without links).
-	linkListener net.Listener
 	// DataDir is the role's private data directory (may be empty for
 	// stateless roles).
 	DataDir string
@@ -129,7 +126,7 @@ func (p *Process) NewRoleEnv(o RoleOptions) (*RoleEnv, error) {
 	}
 	log := p.Logger.With("role", string(o.Role), "node", o.NodeID)
 	env := &RoleEnv{Process: p, Role: o.Role, NodeID: o.NodeID, Logger: log, TLS: src, Policy: rpc.Policy{}, DataDir: o.DataDir}
-	env.GRPC, err = rpc.NewServer(rpc.ServerOptions{Source: src, Policy: env.Policy, Logger: log, Telemetry: env.Telemetry(), Metrics: p.rpcMetrics(), Links: p.Links})
+	env.GRPC, err = rpc.NewServer(rpc.ServerOptions{Source: src, Policy: env.Policy, Logger: log, Telemetry: env.Telemetry(), Metrics: p.rpcMetrics()})
 	if err != nil {
 		return nil, err
 	}
@@ -142,7 +139,7 @@ func (p *Process) NewRoleEnv(o RoleOptions) (*RoleEnv, error) {
 		env.AdvertiseRPC = env.Listener.Addr().String()
 	}
 	if p.Links != nil {
-		if env.linkListener, err = p.Links.Listen(env.AdvertiseRPC); err != nil {
+		if err := p.Links.Register(env.AdvertiseRPC, env.GRPC); err != nil {
 			_ = env.Listener.Close()
 			return nil, err
 		}
@@ -204,16 +201,12 @@ func (p *Process) Run(ctx context.Context, services []Service, stopTimeout time.
 	}
 	var serving sync.WaitGroup
 	for _, env := range p.envs {
-		for _, lis := range []net.Listener{env.Listener, env.linkListener} {
-			if lis == nil {
-				continue
+		// Serve also admits the roles' in-process callers (Links).
+		serving.Go(func() {
+			if err := env.GRPC.Serve(env.Listener); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+				env.Logger.Error("rpc server stopped", "err", err)
 			}
-			serving.Go(func() {
-				if err := env.GRPC.Serve(lis); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
-					env.Logger.Error("rpc server stopped", "err", err)
-				}
-			})
-		}
+		})
 	}
 	startedServices := 0
 	defer func() {
@@ -311,15 +304,15 @@ func (p *Process) closeEnvs() {
 	for _, env := range p.envs {
 		env.Clients.Close()
 		env.Listener.Close()
-		if env.linkListener != nil {
-			env.linkListener.Close()
+		if p.Links != nil {
+			p.Links.Unregister(env.AdvertiseRPC, env.GRPC)
 		}
 	}
 }
 
 // stopServer drains in-flight RPCs, forcing a stop after timeout (streams
 // such as Watch never end by themselves).
-func stopServer(s *grpc.Server, timeout time.Duration) {
+func stopServer(s *rpc.Server, timeout time.Duration) {
 	done := make(chan struct{})
 	go func() { s.GracefulStop(); close(done) }()
 	select {

@@ -29,19 +29,36 @@ type ClientOptions struct {
 	ServerRoles []pki.Role
 	Logger      *slog.Logger
 	Telemetry   Telemetry
-	// Links, when set, connects to roles of this process in memory (see
-	// Links); other targets still use mTLS over TCP.
+	// Links, when set, calls roles of this process directly (see Links);
+	// other targets still use mTLS over TCP.
 	Links *Links
+}
+
+// Conn is a client connection to one internal address: what generated
+// clients take (grpc.ClientConnInterface) and Close. Dial returns a
+// *grpc.ClientConn over mTLS, or with Links a connection that calls roles of
+// this process directly and other addresses over mTLS.
+type Conn interface {
+	grpc.ClientConnInterface
+	Close() error
 }
 
 // Dial creates a client connection to target (host:port) with mTLS, tracing
 // and typed-error conversion: errors returned by calls and stream
 // operations are *errcode.Error values. The connection is lazy; the first
-// call connects.
-func Dial(target string, o ClientOptions) (*grpc.ClientConn, error) {
+// call connects. With o.Links, calls to a role of this process that
+// registered target go to it directly (see Links).
+func Dial(target string, o ClientOptions) (Conn, error) {
 	if o.Source == nil {
 		return nil, errors.New("rpc: client needs a certificate source")
 	}
+	if o.Links != nil {
+		return newLinkConn(target, o), nil
+	}
+	return dialTCP(target, o)
+}
+
+func dialTCP(target string, o ClientOptions) (*grpc.ClientConn, error) {
 	if !strings.Contains(target, "://") {
 		// passthrough: the dialer resolves the name on every connection
 		// attempt. gRPC's dns resolver caches the last answer, and when a
@@ -52,15 +69,9 @@ func Dial(target string, o ClientOptions) (*grpc.ClientConn, error) {
 		// nothing for the resolver to balance.
 		target = "passthrough:///" + target
 	}
-	var creds credentials.TransportCredentials = credentials.NewTLS(o.Source.ClientConfig(o.ServerRoles...))
-	var extra []grpc.DialOption
-	if o.Links != nil {
-		creds = linkCreds{TransportCredentials: creds, src: o.Source, serverRoles: o.ServerRoles}
-		extra = append(extra, grpc.WithContextDialer(o.Links.dialer()))
-	}
-	return grpc.NewClient(target, append(extra,
+	return grpc.NewClient(target,
 		grpc.WithConnectParams(connectParams),
-		grpc.WithTransportCredentials(creds),
+		grpc.WithTransportCredentials(credentials.NewTLS(o.Source.ClientConfig(o.ServerRoles...))),
 		grpc.WithStatsHandler(otelgrpc.NewClientHandler(o.Telemetry.options()...)),
 		grpc.WithChainUnaryInterceptor(typedUnary),
 		grpc.WithChainStreamInterceptor(typedStream),
@@ -72,7 +83,7 @@ func Dial(target string, o ClientOptions) (*grpc.ClientConn, error) {
 		grpc.WithSharedWriteBuffer(true),
 		experimental.WithBufferPool(transportPool),
 		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 20 * time.Second, Timeout: 10 * time.Second, PermitWithoutStream: true}),
-	)...)
+	)
 }
 
 // connectParams bound the reconnect backoff to a peer. gRPC's default grows
@@ -118,17 +129,17 @@ type Pool struct {
 	opts ClientOptions
 
 	mu     sync.Mutex
-	conns  map[string]*grpc.ClientConn
+	conns  map[string]Conn
 	closed bool
 }
 
 // NewPool returns an empty pool dialing with opts.
 func NewPool(opts ClientOptions) *Pool {
-	return &Pool{opts: opts, conns: map[string]*grpc.ClientConn{}}
+	return &Pool{opts: opts, conns: map[string]Conn{}}
 }
 
 // Get returns the cached connection to target, dialing it on first use.
-func (p *Pool) Get(target string) (*grpc.ClientConn, error) {
+func (p *Pool) Get(target string) (Conn, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed {

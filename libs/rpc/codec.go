@@ -174,8 +174,15 @@ func leadingRecords(data mem.BufferSlice) (n, size int, ok bool) {
 // hold the only reference to recs and drop it: the buffer is handed out
 // again. Not calling it is always safe; the garbage collector then reclaims
 // the buffer.
+//
+// On the direct path (Links) nothing was decoded: recs is partitiond's own
+// read buffer, handed over (handOver proves the caller holds the only
+// reference). Only a buffer of a pool class's exact capacity goes back
+// (every buffer the pool makes has one); partitiond's buffers rarely have
+// it, and pooling them would only keep them alive longer, since in the
+// all-in-one no decode takes fetch buffers from the pool.
 func RecycleRecords(recs []byte) {
-	if cap(recs) < aliasMin {
+	if c := cap(recs); c < aliasMin || c&(c-1) != 0 {
 		return
 	}
 	recs = recs[:0]

@@ -74,7 +74,7 @@ func serve(t *testing.T, lis net.Listener, src *pki.Source, tel Telemetry) (stri
 	return lis.Addr().String(), hs
 }
 
-func check(t *testing.T, conn *grpc.ClientConn, service string) error {
+func check(t *testing.T, conn Conn, service string) error {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -83,8 +83,8 @@ func check(t *testing.T, conn *grpc.ClientConn, service string) error {
 }
 
 // TestMutualTLSMatrix checks who may call whom, over mTLS TCP and over the
-// all-in-one's in-process links, which must apply the same identity checks
-// as the handshake (CA, key usage, validity, the allowed server roles).
+// all-in-one's direct links, which must apply the same identity checks as
+// the handshake (CA, key usage, validity, the allowed server roles).
 func TestMutualTLSMatrix(t *testing.T) {
 	good := pkitest.New(t)
 	other := pkitest.New(t) // a different CA
@@ -130,7 +130,7 @@ func TestMutualTLSMatrix(t *testing.T) {
 	}{{"tls", nil, "tcp"}, {"link", links, "inprocess"}} {
 		for _, tc := range cases {
 			t.Run(transport.name+"/"+tc.name, func(t *testing.T) {
-				var conn *grpc.ClientConn
+				var conn Conn
 				var err error
 				switch {
 				case tc.tlsOnly == nil:
@@ -261,7 +261,7 @@ func TestPeerBackAfterDowntimeIsReachableSoon(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	if got := conn.CanonicalTarget(); !strings.HasPrefix(got, "passthrough:") {
+	if got := conn.(*grpc.ClientConn).CanonicalTarget(); !strings.HasPrefix(got, "passthrough:") {
 		t.Fatalf("target %q: want the passthrough resolver", got)
 	}
 	// Down for 6 s: the default backoff would have grown past 4 s by now.
@@ -286,7 +286,7 @@ func TestPeerBackAfterDowntimeIsReachableSoon(t *testing.T) {
 	}
 }
 
-func failFast(conn *grpc.ClientConn) error {
+func failFast(conn Conn) error {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	_, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{})

@@ -5,15 +5,17 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"runtime/debug"
 	"sort"
 	"strings"
 	"time"
 
 	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
-	"go.opentelemetry.io/otel/metric/noop"
+	metricnoop "go.opentelemetry.io/otel/metric/noop"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
+	tracenoop "go.opentelemetry.io/otel/trace/noop"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/experimental"
@@ -68,8 +70,18 @@ type Telemetry struct {
 	Propagator     propagation.TextMapPropagator
 }
 
+// off reports whether t traces nothing: its provider is OpenTelemetry's
+// no-op one (telemetry.Disabled). otelgrpc's handlers then record no span;
+// what they still do is carry a caller's trace context and baggage on, so
+// the direct path skips them only for calls without either (linkConn.begin).
+// A nil provider means the global one, which may trace.
+func (t Telemetry) off() bool {
+	_, ok := t.TracerProvider.(tracenoop.TracerProvider)
+	return ok
+}
+
 func (t Telemetry) options() []otelgrpc.Option {
-	opts := []otelgrpc.Option{otelgrpc.WithMeterProvider(noop.NewMeterProvider())}
+	opts := []otelgrpc.Option{otelgrpc.WithMeterProvider(metricnoop.NewMeterProvider())}
 	if t.TracerProvider != nil {
 		opts = append(opts, otelgrpc.WithTracerProvider(t.TracerProvider))
 	}
@@ -89,15 +101,20 @@ type ServerOptions struct {
 	Telemetry Telemetry
 	// Metrics, when set, records per-method request counts and latency.
 	Metrics *Metrics
-	// Links, when set, lets the server also serve in-process connections
-	// (serve it on a Links.Listen listener as well).
-	Links *Links
 }
 
-// NewServer builds a gRPC server with mTLS, the role policy, recovery,
-// typed-error conversion and tracing. Register services on it, then call
+// Server is a gRPC server with mTLS, the role policy, recovery, typed-error
+// conversion and tracing, which also serves in-process callers directly
+// once registered with Links.Register (see direct.go). Register services
+// on it, call CheckPolicy, then Serve.
+type Server struct {
+	*grpc.Server
+	direct
+}
+
+// NewServer builds a Server. Register services on it, then call
 // CheckPolicy before serving.
-func NewServer(o ServerOptions) (*grpc.Server, error) {
+func NewServer(o ServerOptions) (*Server, error) {
 	if o.Source == nil {
 		return nil, errors.New("rpc: server needs a certificate source")
 	}
@@ -109,13 +126,10 @@ func NewServer(o ServerOptions) (*grpc.Server, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	in := interceptors{policy: o.Policy, log: log, metrics: o.Metrics}
-	var creds credentials.TransportCredentials = credentials.NewTLS(o.Source.ServerConfig())
-	if o.Links != nil {
-		creds = linkCreds{TransportCredentials: creds, src: o.Source}
-	}
-	return grpc.NewServer(
-		grpc.Creds(creds),
-		grpc.StatsHandler(otelgrpc.NewServerHandler(o.Telemetry.options()...)),
+	st := otelgrpc.NewServerHandler(o.Telemetry.options()...)
+	s := &Server{Server: grpc.NewServer(
+		grpc.Creds(credentials.NewTLS(o.Source.ServerConfig())),
+		grpc.StatsHandler(st),
 		grpc.ChainUnaryInterceptor(in.unary),
 		grpc.ChainStreamInterceptor(in.stream),
 		grpc.MaxRecvMsgSize(MaxMessageSize),
@@ -128,12 +142,46 @@ func NewServer(o ServerOptions) (*grpc.Server, error) {
 		experimental.BufferPool(transportPool),
 		grpc.ForceServerCodecV2(codec{}),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
-	), nil
+	)}
+	s.direct.init(o.Source, in, st, o.Telemetry.off())
+	return s, nil
+}
+
+// RegisterService registers impl for gRPC and for in-process callers.
+func (s *Server) RegisterService(desc *grpc.ServiceDesc, impl any) {
+	s.Server.RegisterService(desc, impl) // checks impl and refuses after Serve
+	s.direct.register(desc, impl)
+}
+
+// Serve serves lis over gRPC and, from its first call on, in-process
+// callers (who wait until then).
+func (s *Server) Serve(lis net.Listener) error {
+	s.direct.open()
+	return s.Server.Serve(lis)
+}
+
+// GracefulStop refuses new calls, in process and over gRPC, and waits for
+// the calls in flight to finish.
+func (s *Server) GracefulStop() {
+	s.direct.refuse()
+	s.Server.GracefulStop()
+	s.direct.drained()
+}
+
+// Stop refuses new calls and ends every call in flight at once: in-process
+// callers get unavailable, as gRPC's callers do when their connection
+// closes, and handlers see their context cancelled. Like grpc.Server.Stop
+// it does not wait for handlers to return.
+func (s *Server) Stop() {
+	s.direct.kill()
+	s.Server.Stop()
 }
 
 // CheckPolicy fails when a method registered on srv has no policy entry, or
 // a policy entry names no registered method (a typo would deny silently).
-func CheckPolicy(srv *grpc.Server, p Policy) error {
+func CheckPolicy(srv interface {
+	GetServiceInfo() map[string]grpc.ServiceInfo
+}, p Policy) error {
 	registered := map[string]bool{}
 	var missing []string
 	for svc, info := range srv.GetServiceInfo() {

@@ -16,6 +16,7 @@ import (
 	"github.com/strataio/strata/libs/pace"
 	"github.com/strataio/strata/libs/placement"
 	"github.com/strataio/strata/libs/ring"
+	"github.com/strataio/strata/libs/rpc"
 	coordinatorv1 "github.com/strataio/strata/proto/strata/coordinator/v1"
 	metav1 "github.com/strataio/strata/proto/strata/meta/v1"
 	partitionv1 "github.com/strataio/strata/proto/strata/partition/v1"
@@ -30,7 +31,7 @@ type Options struct {
 	// Meta is the gateway's metad client; its cache is the metadata view.
 	Meta *metaclient.Client
 	// Dial returns a connection to an internal RPC address (rpc.Pool.Get).
-	Dial func(addr string) (*grpc.ClientConn, error)
+	Dial func(addr string) (rpc.Conn, error)
 	// Retries bounds the internal redirects followed per call (at least 1),
 	// RetryWait the time spent following them (default 1 s).
 	Retries   int

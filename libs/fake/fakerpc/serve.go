@@ -42,7 +42,7 @@ type Server struct {
 
 	ca   *pkitest.PKI
 	role pki.Role
-	srv  *grpc.Server
+	srv  *rpc.Server
 	done chan struct{}
 	once sync.Once
 }
@@ -95,7 +95,7 @@ func (s *Server) Stop() {
 // Dial connects to the fake as a caller of role as (a certificate for node
 // "<as>-caller" from the fake's CA); the connection is closed at the end of
 // the test.
-func (s *Server) Dial(t testing.TB, as pki.Role) *grpc.ClientConn {
+func (s *Server) Dial(t testing.TB, as pki.Role) rpc.Conn {
 	t.Helper()
 	conn, err := rpc.Dial(s.Addr, rpc.ClientOptions{Source: s.ca.Source(t, as, string(as)+"-caller"), ServerRoles: []pki.Role{s.role}})
 	if err != nil {

@@ -104,7 +104,7 @@ type member struct {
 
 	// Running state (nil while stopped).
 	mgr  *Manager
-	srv  *grpc.Server
+	srv  *rpc.Server
 	pool *rpc.Pool
 	addr string
 }
@@ -166,7 +166,7 @@ func (c *cluster) openNode(m *member) *partition.Node {
 // fillReplicaPolicy lets partition servers, and only them, call
 // ReplicaFetch; the service's other methods are registered but nobody may
 // call them.
-func fillReplicaPolicy(srv *grpc.Server, p rpc.Policy) {
+func fillReplicaPolicy(srv *rpc.Server, p rpc.Policy) {
 	for svc, info := range srv.GetServiceInfo() {
 		for _, m := range info.Methods {
 			p["/"+svc+"/"+m.Name] = nil

@@ -37,8 +37,8 @@ type Config struct {
 	Gateway      gateway.Config      `yaml:"gateway"`
 
 	// InternalTLS makes the roles talk mTLS over loopback TCP, as separate
-	// processes do, instead of over in-memory links (docs/decisions.md).
-	InternalTLS bool `yaml:"internal_tls" help:"roles talk mTLS over loopback TCP instead of in-memory links (debugging the split deployment's transport)"`
+	// processes do, instead of calling each other directly in process (docs/decisions.md).
+	InternalTLS bool `yaml:"internal_tls" help:"roles talk mTLS over loopback TCP instead of direct in-process calls (debugging the split deployment's transport)"`
 }
 
 // DefaultConfig returns the embedded defaults: node id "local", data in
