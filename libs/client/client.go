@@ -113,6 +113,10 @@ type Client struct {
 	failures  int
 	lastFail  time.Time
 	lastError error
+
+	// replies holds reply buffers given back by Recycle, shared by the
+	// client's connections.
+	replies *replyPool
 }
 
 // Dial connects to addr (host:port), negotiates Wire v2 and returns the
@@ -125,7 +129,7 @@ func Dial(ctx context.Context, addr string, opts Options) (*Client, error) {
 		}
 		opts.TLS = cfg
 	}
-	c := &Client{addr: addr, opts: opts.withDefaults()}
+	c := &Client{addr: addr, opts: opts.withDefaults(), replies: &replyPool{}}
 	if _, err := c.conn(ctx); err != nil {
 		return nil, err
 	}
@@ -202,7 +206,7 @@ func (c *Client) conn(ctx context.Context) (*conn, error) {
 
 // dialLocked dials a new current connection; c.mu is held.
 func (c *Client) dialLocked(ctx context.Context) (*conn, error) {
-	cn, err := dialConn(ctx, c.addr, &c.opts)
+	cn, err := dialConn(ctx, c.addr, &c.opts, c.replies)
 	if err != nil {
 		c.failures++
 		c.lastFail = time.Now()

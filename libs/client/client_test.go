@@ -701,6 +701,67 @@ func TestConsumeView(t *testing.T) {
 	mustCode(t, err, errcode.TopicNotFound)
 }
 
+// A reply buffer given back with Recycle holds a later reply of its size
+// class, which reads as a fresh one; before any Recycle, replies are
+// allocated at their size.
+func TestRecycleReusesReplyBuffers(t *testing.T) {
+	_, c, ctx := startDialed(t)
+	createTopic(ctx, t, c, "r", 1)
+	payload := func(i int) []byte { return bytes.Repeat([]byte{byte('a' + i)}, 1000) }
+	recs := make([]wire.Record, 100) // a reply of about 100 KB: pooled
+	for i := range recs {
+		recs[i] = wire.Record{Payload: payload(i % 26), Timestamp: int64(i + 1)}
+	}
+	for range 3 {
+		if _, err := c.PublishBatch(ctx, &wire.Batch{BatchHeader: wire.BatchHeader{Topic: "r", Acks: "1"}, Records: recs}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	read := func(off uint64) wire.BatchView {
+		t.Helper()
+		v, err := c.ConsumeView(ctx, client.ConsumeRequest{Topic: "r", Partition: 0, Offset: off, MaxRecords: 100})
+		if err != nil || v.RecordCount() != 100 {
+			t.Fatalf("view at %d: %v, %d records", off, err, v.RecordCount())
+		}
+		it := v.Records()
+		i := 0
+		for r, ok := it.Next(); ok; r, ok = it.Next() {
+			if r.Offset() != off+uint64(i) || !bytes.Equal(r.Payload(), payload(i%26)) {
+				t.Fatalf("record %d at %d: offset %d, payload %.10q", i, off, r.Offset(), r.Payload())
+			}
+			i++
+		}
+		if it.Err() != nil {
+			t.Fatal(it.Err())
+		}
+		return v
+	}
+	first := read(0)
+	if b := first.Bytes(); cap(b) != len(b) {
+		t.Fatalf("before any Recycle a reply is allocated at its size: cap %d, len %d", cap(b), len(b))
+	}
+	c.Recycle(first) // not a class's capacity: left to the garbage collector
+	second := read(100)
+	if b := second.Bytes(); cap(b)&(cap(b)-1) != 0 {
+		t.Fatalf("once recycling, a reply gets a buffer of a size class: cap %d", cap(b))
+	}
+	// sync.Pool may drop what it is given (at random under the race
+	// detector, and at every GC), so a few rounds, each reading over the
+	// bytes of the last.
+	last := second
+	for round := 0; ; round++ {
+		c.Recycle(last)
+		next := read(200)
+		if &next.Bytes()[:1][0] == &last.Bytes()[:1][0] {
+			break
+		}
+		if round == 20 {
+			t.Fatal("a recycled buffer was never reused")
+		}
+		last = next
+	}
+}
+
 // A batch above the size the connection writes with writev (header and
 // payload side by side) arrives whole, with and without compression.
 func TestLargeBatchRoundTrip(t *testing.T) {

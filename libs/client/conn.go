@@ -45,12 +45,14 @@ type conn struct {
 	err     error
 	done    chan struct{}
 	readerW sync.WaitGroup
+
+	replies *replyPool // reply buffers to read into (Client.Recycle)
 }
 
 var framePool = sync.Pool{New: func() any { b := make([]byte, 0, 4096); return &b }}
 
 // dialConn connects, negotiates and starts the reader.
-func dialConn(ctx context.Context, addr string, o *Options) (*conn, error) {
+func dialConn(ctx context.Context, addr string, o *Options, replies *replyPool) (*conn, error) {
 	// TCP keepalive finds a server that vanished without closing the
 	// connection (host down, network cut) within about 25 s of silence,
 	// where the operating system's default would take minutes; the next
@@ -83,6 +85,7 @@ func dialConn(ctx context.Context, addr string, o *Options) (*conn, error) {
 		writeTimeout: o.WriteTimeout,
 		pending:      map[uint64]*call{},
 		done:         make(chan struct{}),
+		replies:      replies,
 	}
 	br := bufio.NewReaderSize(nc, 64<<10)
 	fr := wire.NewFrameReader(br)
@@ -166,8 +169,9 @@ func (c *conn) readLoop(fr *wire.FrameReader) {
 	defer c.readerW.Done()
 	for {
 		// The payload is handed to the caller (a CONSUME reply becomes the
-		// Batch's records), so it is read into a buffer of its own.
-		f, err := fr.ReadFrameOwned(&c.codec)
+		// Batch's records), so it is read into a buffer of its own: one the
+		// caller recycled, or a new one.
+		f, err := fr.ReadFrameOwnedInto(&c.codec, c.replies.get)
 		if err != nil {
 			c.close(connLost("read", err))
 			return

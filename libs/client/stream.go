@@ -68,7 +68,7 @@ func (c *Client) Stream(ctx context.Context, r StreamRequest) (*Stream, error) {
 	if r.Buffer <= 0 {
 		r.Buffer = 64
 	}
-	cn, err := dialConn(ctx, c.addr, &c.opts)
+	cn, err := dialConn(ctx, c.addr, &c.opts, c.replies)
 	if err != nil {
 		return nil, err
 	}

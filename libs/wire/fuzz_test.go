@@ -161,6 +161,12 @@ func FuzzDecodeFrame(f *testing.F) {
 		if err3 != nil || !bytes.Equal(fr.Payload, fr3.Payload) || fr.Header != fr3.Header {
 			t.Fatalf("ReadFrameOwned differs: %v", err3)
 		}
+		// Into a reused buffer full of other bytes: none of them shows.
+		dirty := func(n int) []byte { return bytes.Repeat([]byte{0xA5}, n+7)[:0] }
+		fr4, err4 := NewFrameReader(bytes.NewReader(b)).ReadFrameOwnedInto(c, dirty)
+		if err4 != nil || !bytes.Equal(fr.Payload, fr4.Payload) || fr.Header != fr4.Header {
+			t.Fatalf("ReadFrameOwnedInto differs: %v", err4)
+		}
 		enc, err := c.AppendFrame(nil, fr.Header, fr.Payload)
 		if err != nil {
 			t.Fatalf("decoded frame does not re-encode: %v", err)

@@ -187,15 +187,27 @@ func (fr *FrameReader) readInto(b []byte, n int) ([]byte, error) {
 // four reallocations, their clearing and copies, and then the caller's copy
 // out of the reused buffer); beyond that it grows as they arrive.
 func (fr *FrameReader) ReadFrameOwned(c *Codec) (Frame, error) {
+	return fr.ReadFrameOwnedInto(c, nil)
+}
+
+// ReadFrameOwnedInto is ReadFrameOwned with the buffer of an uncompressed
+// payload taken from alloc, so a caller can reuse the buffers of payloads
+// it is done with: alloc(n) returns a slice of length 0 and capacity at
+// least n, whose old contents are overwritten, never read (n is the
+// payload length, at most 16 MiB). A nil alloc allocates.
+func (fr *FrameReader) ReadFrameOwnedInto(c *Codec, alloc func(n int) []byte) (Frame, error) {
 	h, err := fr.ReadHeader(c)
 	if err != nil {
 		return Frame{}, err
 	}
 	n := int(h.EncodedLength)
 	var enc []byte
-	if h.Compression() != CompressionNone && !h.Kind.IsNegotiation() {
+	switch {
+	case h.Compression() != CompressionNone && !h.Kind.IsNegotiation():
 		enc, err = fr.readPayload(n) // decompressed into a new buffer below
-	} else {
+	case alloc != nil:
+		enc, err = fr.readInto(alloc(min(n, ownedUpFront)), n)
+	default:
 		enc, err = fr.readInto(make([]byte, 0, min(n, ownedUpFront)), n)
 	}
 	if err != nil {
