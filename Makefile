@@ -1,7 +1,8 @@
 # Strata — the front door. `make help` lists targets.
 SHELL := /usr/bin/env bash
 export GOTOOLCHAIN := local
-export GOFLAGS := -buildvcs=false
+# grpcnotrace: see BuildTags in libs/proctest/build.go (the same tags there and in .ci/run).
+export GOFLAGS := -buildvcs=false -tags=grpcnotrace
 
 PREFIX  := github.com/strataio/strata
 MODULES := proto libs metad partitiond coordinatord gateway strata deploy

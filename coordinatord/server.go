@@ -65,6 +65,9 @@ type Role struct {
 	// Transaction coordinator shards owned by this node (txncoord.go).
 	txnShardMap map[uint32]*txnShard
 	creatingTxn bool
+
+	// takeovers holds a slot per takeover attempt in progress (takeoverSlot).
+	takeovers chan struct{}
 }
 
 type ringAt struct {
@@ -124,7 +127,7 @@ func New(env *node.RoleEnv, cfg Config) (*Role, error) {
 	}
 	r := &Role{env: env, cfg: cfg, now: time.Now, suffix: func() int { return rand.IntN(10000) },
 		shards: map[int32]*shard{}, hwm: map[group.TP]partOffsets{}, txnShardMap: map[uint32]*txnShard{},
-		incarnation: uint64(time.Now().UnixNano())}
+		incarnation: uint64(time.Now().UnixNano()), takeovers: make(chan struct{}, maxTakeovers)}
 	// Every loop, takeovers included, derives from the service context, so
 	// stopping needs no step of its own: cancelling it ends them all.
 	r.BasicService = node.NewBasicService(string(pki.RoleCoordinatord), node.Hooks{Starting: r.starting})

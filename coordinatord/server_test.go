@@ -66,6 +66,13 @@ func testConfig(c *cluster) Config {
 
 func startCoord(t testing.TB, c *cluster, id string, cfg Config) *coord {
 	t.Helper()
+	return startCoordWith(t, c, id, cfg, nil)
+}
+
+// startCoordWith is startCoord with setup run on the role before it starts
+// (a test replaces its log clients).
+func startCoordWith(t testing.TB, c *cluster, id string, cfg Config, setup func(*Role)) *coord {
+	t.Helper()
 	var log *slog.Logger
 	if os.Getenv("COORD_TEST_LOG") != "" {
 		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
@@ -79,6 +86,9 @@ func startCoord(t testing.TB, c *cluster, id string, cfg Config) *coord {
 	r, err := New(env, cfg)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if setup != nil {
+		setup(r)
 	}
 	if err := rpc.CheckPolicy(env.GRPC, env.Policy); err != nil {
 		t.Fatal(err)

@@ -156,6 +156,35 @@ func (r *Role) ensureTopic(ctx context.Context) {
 	})
 }
 
+// maxTakeovers bounds the takeover attempts (fence and replay of an offsets
+// partition or a transaction shard) in progress at once. A starting node
+// owns every partition of __consumer_offsets (16) and every transaction
+// shard (50) at once; replaying all of them together multiplies the fetch
+// buffers and RPCs in flight for no gain on a node with few cores
+// (docs/performance.md, "Idle and peak RSS").
+const maxTakeovers = 4
+
+// takeoverSlotHold is how long one attempt keeps its slot: an attempt that
+// takes longer (a long log, or a partition leader that stopped answering)
+// gives its slot to the next one and goes on without, so a hung attempt
+// delays the others by this much at most and never blocks them.
+const takeoverSlotHold = 5 * time.Second
+
+// takeoverSlot waits for one of maxTakeovers slots; release gives it back
+// (at most once; it is also given back after takeoverSlotHold). ok is
+// false when ctx ended first.
+func (r *Role) takeoverSlot(ctx context.Context) (release func(), ok bool) {
+	select {
+	case r.takeovers <- struct{}{}:
+	case <-ctx.Done():
+		return nil, false
+	}
+	var once sync.Once
+	give := func() { once.Do(func() { <-r.takeovers }) }
+	t := time.AfterFunc(takeoverSlotHold, give)
+	return func() { t.Stop(); give() }, true
+}
+
 // takeoverLocked starts owning partition p: fence, replay, then serve.
 func (r *Role) takeoverLocked(ctx context.Context, p int32, epoch int64) {
 	sctx, cancel := context.WithCancel(ctx)
@@ -174,11 +203,16 @@ func (r *Role) runTakeover(ctx context.Context, s *shard) {
 		start := time.Now()
 		// A retry uses the newest revision: an epoch partitiond already saw
 		// cannot fence anything.
+		release, ok := r.takeoverSlot(ctx)
+		if !ok {
+			return
+		}
 		s.epoch = max(s.epoch, int64(r.meta.Cache().View().Revision))
 		log, rep, err := offsetlog.Takeover(ctx, r.logClient(s.p), offsetlog.Options{
 			Topic: groups.OffsetsTopic, Partition: s.p, Epoch: s.epoch, Node: r.env.NodeID, Now: r.now,
 			LifecycleEpoch: r.offsetsLifecycle(),
 		})
+		release()
 		if err == nil {
 			entries := make(map[string]*entry, len(rep.Groups))
 			for name, g := range rep.Groups {

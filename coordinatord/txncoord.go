@@ -220,6 +220,10 @@ func (r *Role) txnLifecycle() func() uint64 {
 func (r *Role) runTxnTakeover(ctx context.Context, s *txnShard, rev int64) {
 	backoff := pace.Backoff{Initial: 50 * time.Millisecond, Max: 2 * time.Second}
 	for attempt := int64(0); ctx.Err() == nil; attempt++ {
+		release, ok := r.takeoverSlot(ctx) // shared with the offsets partitions' takeovers
+		if !ok {
+			return
+		}
 		rev = max(rev, int64(r.meta.Cache().View().Revision))
 		epoch := rev<<16 + min(attempt, 1<<16-1)
 		log, rep, err := txnlog.Takeover(ctx, r.txnLogClient(int32(s.id)), txnlog.Options{
@@ -228,6 +232,7 @@ func (r *Role) runTxnTakeover(ctx context.Context, s *txnShard, rev int64) {
 		if err == nil {
 			err = r.recoverTxns(ctx, s, log, rep)
 		}
+		release()
 		if err == nil {
 			r.m.txnRecoveries.Inc()
 			r.env.Logger.Info("transaction shard recovered", "shard", s.id, "txns", len(rep.Txns), "records", rep.Records)

@@ -7,8 +7,10 @@ import (
 	"strings"
 	"time"
 
-	"go.opentelemetry.io/contrib/exporters/autoexport"
 	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
+	"go.opentelemetry.io/otel/exporters/stdout/stdouttrace"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -76,11 +78,11 @@ type Options struct {
 //   - tracing is off unless OTEL_TRACES_EXPORTER, OTEL_EXPORTER_OTLP_ENDPOINT
 //     or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT is set (a broker should not dial
 //     a collector nobody configured);
-//   - the exporter is the OTel contrib autoexport package's choice:
-//     OTEL_TRACES_EXPORTER=otlp|console|none, OTLP over gRPC or HTTP by
-//     OTEL_EXPORTER_OTLP_[TRACES_]PROTOCOL (grpc, http/protobuf), with its
-//     own OTEL_EXPORTER_OTLP_* settings (endpoint, insecure, headers,
-//     timeout);
+//   - the exporter follows the OpenTelemetry specification's variables
+//     (see spanExporter): OTEL_TRACES_EXPORTER=otlp|console|none, OTLP over
+//     gRPC or HTTP by OTEL_EXPORTER_OTLP_[TRACES_]PROTOCOL (grpc,
+//     http/protobuf), with the exporter's own OTEL_EXPORTER_OTLP_* settings
+//     (endpoint, insecure, headers, timeout);
 //   - OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES name the resource;
 //   - OTEL_TRACES_SAMPLER[_ARG] replace the sampler; without them client
 //     commands are sampled and background work at BackgroundSampleRatio.
@@ -95,11 +97,11 @@ func Setup(ctx context.Context, o Options) (*Tracing, error) {
 	if o.BackgroundSampleRatio < 0 || o.BackgroundSampleRatio > 1 {
 		return nil, fmt.Errorf("telemetry: background sample ratio %v is not within [0, 1]", o.BackgroundSampleRatio)
 	}
-	exp, err := autoexport.NewSpanExporter(ctx)
+	exp, err := spanExporter(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("telemetry: span exporter: %w", err)
 	}
-	if autoexport.IsNoneSpanExporter(exp) {
+	if exp == nil {
 		return Disabled(), nil
 	}
 	res, err := resource.Merge(
@@ -115,6 +117,38 @@ func Setup(ctx context.Context, o Options) (*Tracing, error) {
 	}
 	tp := sdktrace.NewTracerProvider(opts...)
 	return &Tracing{Provider: tp, Propagator: propagator(), Enabled: true, shutdown: tp.Shutdown}, nil
+}
+
+// spanExporter picks the exporter as the OpenTelemetry contrib autoexport
+// package does (which Setup used before) for the three exporters a broker
+// has a use for: OTEL_TRACES_EXPORTER is otlp (the default), console or none
+// (nil, no error); OTLP speaks OTEL_EXPORTER_OTLP_TRACES_PROTOCOL, else
+// OTEL_EXPORTER_OTLP_PROTOCOL, else http/protobuf. Anything else is an
+// error. autoexport itself is not linked: it imports every exporter of every
+// signal (metrics and logs too, a Prometheus bridge), about 1 MB of idle
+// RSS in each process that never uses them (docs/performance.md).
+func spanExporter(ctx context.Context) (sdktrace.SpanExporter, error) {
+	switch name := os.Getenv("OTEL_TRACES_EXPORTER"); name {
+	case "", "otlp":
+		proto := os.Getenv("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")
+		if proto == "" {
+			proto = os.Getenv("OTEL_EXPORTER_OTLP_PROTOCOL")
+		}
+		switch proto {
+		case "", "http/protobuf":
+			return otlptracehttp.New(ctx)
+		case "grpc":
+			return otlptracegrpc.New(ctx)
+		default:
+			return nil, fmt.Errorf("unsupported OTLP protocol %q (want grpc or http/protobuf)", proto)
+		}
+	case "console":
+		return stdouttrace.New()
+	case "none":
+		return nil, nil
+	default:
+		return nil, fmt.Errorf("unknown OTEL_TRACES_EXPORTER %q (want otlp, console or none)", name)
+	}
 }
 
 // CommandAttribute marks the root span of a client command (the gateway

@@ -56,15 +56,25 @@ type Store struct {
 	db *pebble.DB
 }
 
+// The node state is small (partition records, checkpoints written every few
+// seconds), so pebble's defaults (4 MiB memtables, an 8 MiB block cache) are
+// far more than it uses: sized down, a memtable costs 256 KiB of heap at
+// most (docs/performance.md, "Idle and peak RSS").
+const (
+	cacheSize    = 1 << 20
+	memTableSize = 256 << 10
+)
+
 // Open opens (creating) the store in dir on fs.
 func Open(dir string, fs vfs.FS, logger *slog.Logger) (*Store, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
 	db, err := pebble.Open(dir, &pebble.Options{
-		FS:        fs,
-		CacheSize: 8 << 20,
-		Logger:    telemetry.PrintfLogger{Logger: logger, Component: "pebble"},
+		FS:           fs,
+		CacheSize:    cacheSize,
+		MemTableSize: memTableSize,
+		Logger:       telemetry.PrintfLogger{Logger: logger, Component: "pebble"},
 		// Pinned so a pebble upgrade never ratchets the on-disk format.
 		FormatMajorVersion: pebble.FormatTableFormatV6,
 	})
