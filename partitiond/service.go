@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/strataio/strata/libs/errcode"
+	"github.com/strataio/strata/libs/rpc"
 	metav1 "github.com/strataio/strata/proto/strata/meta/v1"
 	partitionv1 "github.com/strataio/strata/proto/strata/partition/v1"
 
@@ -131,6 +132,9 @@ func (s *service) Produce(stream grpc.BidiStreamingServer[partitionv1.ProduceReq
 		sendDone <- serr
 	}()
 
+	// On the direct path the record set of each request is this handler's
+	// own pool buffer (rpc.ReceivesOwned), given back once written.
+	owned := rpc.ReceivesOwned(stream.Context())
 	slots := make(chan struct{}, s.r.cfg.MaxInFlightPerStream)
 	var waiters sync.WaitGroup
 	var recvErr error
@@ -156,6 +160,13 @@ func (s *service) Produce(stream grpc.BidiStreamingServer[partitionv1.ProduceReq
 			continue
 		}
 		pa, err := s.startAppend(ctx, req)
+		if owned {
+			// The batch is written (or refused) and nothing of partitiond
+			// keeps its bytes: startAppend's log write is synchronous and
+			// the log keeps no reference to them.
+			rpc.RecycleRecords(req.GetRecords())
+			req.Records = nil
+		}
 		if err != nil {
 			out <- produceError(id, err)
 			<-slots

@@ -181,6 +181,10 @@ func leadingRecords(data mem.BufferSlice) (n, size int, ok bool) {
 // (every buffer the pool makes has one); partitiond's buffers rarely have
 // it, and pooling them would only keep them alive longer, since in the
 // all-in-one no decode takes fetch buffers from the pool.
+//
+// A ProduceRequest's records received on the direct path (ReceivesOwned)
+// are a pool buffer of cloneSent's, which the handler gives back here once
+// the batch is written.
 func RecycleRecords(recs []byte) {
 	if c := cap(recs); c < aliasMin || c&(c-1) != 0 {
 		return

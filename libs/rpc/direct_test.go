@@ -408,6 +408,24 @@ func (ts *testService) handleSink(s grpc.ServerStream) error {
 	}
 }
 
+// handleProduceSink is handleSink for ProduceRequests (the produce stream's
+// message), noting whether the handler's messages are its own.
+func (ts *testService) handleProduceSink(s grpc.ServerStream) error {
+	ts.note("owned=%v", ReceivesOwned(s.Context()))
+	for {
+		in := new(partitionv1.ProduceRequest)
+		if err := s.RecvMsg(in); err != nil {
+			if errors.Is(err, io.EOF) {
+				return s.SendMsg(wrapperspb.String("done"))
+			}
+			return err
+		}
+		ts.mu.Lock()
+		ts.kept = append(ts.kept, in)
+		ts.mu.Unlock()
+	}
+}
+
 func unaryHandler[Req any, Resp any](f func(context.Context, *Req) (*Resp, error), full string) grpc.MethodHandler {
 	return func(srv any, ctx context.Context, dec func(any) error, interceptor grpc.UnaryServerInterceptor) (any, error) {
 		in := new(Req)
@@ -438,6 +456,7 @@ func (ts *testService) desc() *grpc.ServiceDesc {
 			}},
 			{StreamName: "Chat", ServerStreams: true, ClientStreams: true, Handler: func(_ any, s grpc.ServerStream) error { return ts.handleChat(s) }},
 			{StreamName: "Sink", ServerStreams: true, ClientStreams: true, Handler: func(_ any, s grpc.ServerStream) error { return ts.handleSink(s) }},
+			{StreamName: "ProduceSink", ServerStreams: true, ClientStreams: true, Handler: func(_ any, s grpc.ServerStream) error { return ts.handleProduceSink(s) }},
 		},
 	}
 }
@@ -449,6 +468,8 @@ var testPolicy = Policy{
 	"/" + testSvc + "/Count": {pki.RoleGateway},
 	"/" + testSvc + "/Chat":  {pki.RoleGateway},
 	"/" + testSvc + "/Sink":  {pki.RoleGateway},
+
+	"/" + testSvc + "/ProduceSink": {pki.RoleGateway},
 }
 
 // newTestService serves the test service over TCP and registered with a
@@ -990,6 +1011,71 @@ func TestDirectOwnership(t *testing.T) {
 			}
 			if len(ts.kept) != 21 {
 				t.Fatalf("sink kept %d messages, want 20", len(ts.kept)-1)
+			}
+		})
+	}
+}
+
+// A large ProduceRequest crosses a direct stream as a deep copy whose
+// record set is a transport pool buffer (cloneSent), which the handler owns
+// (ReceivesOwned) and may give back with RecycleRecords; over gRPC the
+// handler's message may alias its decode buffer. Either way the sender
+// rewrites its buffer right after each Send and every field arrives intact.
+func TestDirectProduceRecordsPooled(t *testing.T) {
+	for _, tr := range transports {
+		t.Run(string(tr), func(t *testing.T) {
+			ts := newTestService(t)
+			conn := ts.dial(t, tr, pki.RoleGateway)
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			s, err := conn.NewStream(ctx, &grpc.StreamDesc{ServerStreams: true, ClientStreams: true}, "/"+testSvc+"/ProduceSink")
+			if err != nil {
+				t.Fatal(err)
+			}
+			frame := make([]byte, aliasMin+100)
+			want := func(i int) *partitionv1.ProduceRequest {
+				return &partitionv1.ProduceRequest{CorrelationId: uint64(i), Append: &partitionv1.AppendRequest{
+					Topic: "t", Partition: int32(i), LifecycleEpoch: 3, Acks: -1, RecordCount: uint32(i), ProducerId: "p",
+					ProducerEpoch: -2, BaseSequence: 4, LastSequence: 5, Idempotent: true,
+					Records: bytes.Repeat([]byte{byte(i)}, len(frame)-i)}}
+			}
+			const n = 8
+			for i := range n {
+				m := want(i)
+				copy(frame, m.Append.Records)
+				m.Append.Records = frame[:len(m.Append.Records)]
+				if err := s.SendMsg(m); err != nil {
+					t.Fatal(err)
+				}
+				for j := range frame {
+					frame[j] = 0xFF
+				}
+			}
+			if err := s.CloseSend(); err != nil {
+				t.Fatal(err)
+			}
+			if v, err := (testStream{s}).recv(); v != "done" || err != nil {
+				t.Fatalf("sink: %q %v", v, err)
+			}
+			ts.mu.Lock()
+			defer ts.mu.Unlock()
+			if len(ts.kept) != n {
+				t.Fatalf("sink kept %d messages, want %d", len(ts.kept), n)
+			}
+			if got, w := ts.seen[0], fmt.Sprintf("owned=%v", tr == viaDirect); got != w {
+				t.Fatalf("handler saw %s, want %s", got, w)
+			}
+			for i, m := range ts.kept {
+				r := m.(*partitionv1.ProduceRequest)
+				if !proto.Equal(r, want(i)) {
+					t.Fatalf("message %d received as %v", i, r)
+				}
+				if c := cap(r.Append.Records); tr == viaDirect && c&(c-1) != 0 {
+					t.Fatalf("message %d: records of capacity %d, not a pool buffer", i, c)
+				}
+			}
+			if tr == viaDirect {
+				RecycleRecords(ts.kept[0].(*partitionv1.ProduceRequest).Append.Records) // the handler's to give back
 			}
 		})
 	}

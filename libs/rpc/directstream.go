@@ -78,7 +78,7 @@ func (d *direct) startStream(ctx context.Context, b *binding, method string, tra
 	}
 	traced = traced || !d.quiet
 	begin := time.Now()
-	sctx := d.serverContext(base, ctx, b, method, traced)
+	sctx := context.WithValue(d.serverContext(base, ctx, b, method, traced), ownedKey{}, true)
 	ss := &serverStream{st: st, ctx: sctx}
 	go func() {
 		err := d.in.stream(m.impl, ss, m.info, m.stream.Handler)
@@ -196,12 +196,12 @@ func (c *clientStream) CloseSend() error {
 	return nil
 }
 
-// SendMsg hands a copy of m to the handler: the caller may reuse m (the
-// gateway's AppendRequest.Records slice its client's frame buffer). Once the
+// SendMsg hands a copy of m to the handler (cloneSent): the caller may reuse
+// m (the gateway's AppendRequest.Records slice its client's frame buffer). Once the
 // stream ended it returns io.EOF (nil for a server-streaming call), as
 // gRPC does; RecvMsg then tells why.
 func (c *clientStream) SendMsg(m any) error {
-	cl := proto.Clone(m.(proto.Message))
+	cl := cloneSent(m.(proto.Message))
 	err := c.st.c2s.push(cl, proto.Size(cl))
 	if !c.clientStreams {
 		c.st.c2s.close(nil) // the one request is the last, as gRPC sends it

@@ -1,6 +1,8 @@
 package rpc
 
 import (
+	"context"
+
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
@@ -45,6 +47,91 @@ func handOver(reply, resp proto.Message) {
 	}
 	proto.Reset(reply)
 	proto.Merge(reply, resp)
+}
+
+// cloneSent is the copy of a message a direct stream's SendMsg hands to the
+// handler: proto.Clone, except for a ProduceRequest whose record set is
+// aliasMin bytes or more. Its records are copied into a transport pool
+// buffer, which partitiond gives back with RecycleRecords once the batch is
+// written (ReceivesOwned), instead of into a fresh allocation: every published
+// byte crossed the in-process hop through a new buffer, the bulk of the
+// garbage of a publish run. The copy is as deep as proto.Clone's: the other
+// fields of both messages are scalars and strings (immutable, so shared), a
+// bytes field is copied; a message, list or map field besides append, which
+// the messages do not have today, falls back to proto.Clone.
+func cloneSent(m proto.Message) proto.Message {
+	pr, ok := m.(*partitionv1.ProduceRequest)
+	if !ok || len(pr.GetAppend().GetRecords()) < aliasMin {
+		return proto.Clone(m)
+	}
+	a, ok := shallowCopy(pr.GetAppend(), &partitionv1.AppendRequest{}, nil)
+	if !ok {
+		return proto.Clone(m)
+	}
+	c, ok := shallowCopy(pr, &partitionv1.ProduceRequest{}, a)
+	if !ok {
+		return proto.Clone(m)
+	}
+	// Assigned, not set through reflection: a protoreflect.Value drops the
+	// capacity of a byte slice, and RecycleRecords keeps only a buffer of a
+	// pool class's whole capacity.
+	recs := pr.Append.Records
+	a.Records = (*transportPool.Get(len(recs)))[:len(recs)]
+	copy(a.Records, recs)
+	return c
+}
+
+// shallowCopy sets dst's fields to src's, except AppendRequest.records
+// (cloneSent's): scalars and strings shared, other bytes copied, sub as the
+// one message field, which must be ProduceRequest.append. ok is false when
+// src has a field it cannot copy that way.
+func shallowCopy[M proto.Message](src, dst M, sub proto.Message) (M, bool) {
+	d, s := dst.ProtoReflect(), src.ProtoReflect()
+	_, isAppend := any(src).(*partitionv1.AppendRequest)
+	ok := true
+	s.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
+		switch {
+		case fd.IsList() || fd.IsMap():
+			ok = false
+		case fd.Kind() == protoreflect.MessageKind:
+			if sub == nil || fd.Number() != appendField {
+				ok = false
+				break
+			}
+			d.Set(fd, protoreflect.ValueOfMessage(sub.ProtoReflect()))
+		case fd.Kind() == protoreflect.BytesKind:
+			if !isAppend || fd.Number() != recordsField {
+				d.Set(fd, protoreflect.ValueOfBytes(append([]byte(nil), v.Bytes()...)))
+			}
+		default:
+			d.Set(fd, v)
+		}
+		return ok
+	})
+	if u := s.GetUnknown(); ok && len(u) > 0 {
+		d.SetUnknown(append(protoreflect.RawFields(nil), u...))
+	}
+	return dst, ok
+}
+
+// Field numbers of ProduceRequest.append and AppendRequest.records.
+const (
+	appendField  = 2
+	recordsField = 6
+)
+
+type ownedKey struct{}
+
+// ReceivesOwned reports whether the messages a stream handler receives on
+// ctx (its stream's context) are its own: deep copies made for it, none
+// sharing memory with another message or a transport buffer. It holds on
+// the direct path (Links), where a handler may therefore give a received
+// ProduceRequest's record set to RecycleRecords once it no longer uses it;
+// over gRPC a message may alias the buffer it was decoded from
+// (UnmarshalAlias), so it is false there.
+func ReceivesOwned(ctx context.Context) bool {
+	v, _ := ctx.Value(ownedKey{}).(bool)
+	return v
 }
 
 // move makes dst hold src's fields without copying them (bytes, lists,

@@ -160,6 +160,10 @@ func (h *Handlers) publishChecked(ctx context.Context, c *command.Call) ([]byte,
 	return h.append(ctx, c.Out, t, part, &in)
 }
 
+// txnPresence are the presence bits of the transaction metadata fields a
+// client may not send with PUBLISH.
+const txnPresence = wire.PresenceTransactionalID | wire.PresenceTransactionState | wire.PresenceTransactionMarker
+
 func errTransactionMetadata() error {
 	return errcode.TransactionMetadataForbidden.New("transaction metadata fields are internal to PUBLISH", "command", "PUBLISH")
 }
@@ -211,33 +215,24 @@ func AcksZero(r *wire.Request, batch []byte) bool {
 	return err == nil && a == acksNone
 }
 
-// publishBatch is the batch form: the CBV2 payload is validated once in
-// place and its records section forwarded as is.
+// publishBatch is the batch form: the CBV2 payload is validated in place in
+// one pass over its records, which also gathers what the append needs (payload
+// bytes, the first record's producer and key, transaction fields refused), and
+// its records section is forwarded as is.
 func (h *Handlers) publishBatch(ctx context.Context, out []byte, batch []byte) ([]byte, error) {
-	v, err := wire.ParseBatch(batch)
+	v, err := wire.ParseBatchHeader(batch)
 	if err != nil {
 		return nil, err
 	}
-	acks, err := parseAcks(string(v.Acks()))
-	if err != nil {
-		return nil, err
-	}
-	if err := h.checkIdempotence(v.Idempotent(), acks); err != nil {
-		return nil, err
-	}
-	in := publishInput{topic: string(v.Topic()), acks: acks, count: uint32(v.RecordCount()), idempotent: v.Idempotent(),
-		seqStart: v.BatchStart(), seqEnd: v.BatchEnd()}
+	in := publishInput{count: uint32(v.RecordCount()), idempotent: v.Idempotent(), seqStart: v.BatchStart(), seqEnd: v.BatchEnd()}
 	var firstKey []byte
-	hasKey := false
+	first, hasKey, txnMeta := true, false, false
 	it := v.Records()
-	first := true
 	for rec, ok := it.Next(); ok; rec, ok = it.Next() {
-		_, txnID := rec.TransactionalID()
-		_, txnState := rec.TransactionState()
-		_, txnMarker := rec.TransactionMarker()
-		if txnID || txnState || txnMarker {
-			return nil, errTransactionMetadata()
-		}
+		// A record with transaction metadata is refused, but only after the
+		// whole batch validated: a malformed batch answers decode_failed,
+		// as when validation was a pass of its own.
+		txnMeta = txnMeta || rec.Presence()&txnPresence != 0
 		in.bytes += len(rec.Payload())
 		if first {
 			first = false
@@ -251,9 +246,20 @@ func (h *Handlers) publishBatch(ctx context.Context, out []byte, batch []byte) (
 	if err := it.Err(); err != nil {
 		return nil, err
 	}
+	acks, err := parseAcks(string(v.Acks()))
+	if err != nil {
+		return nil, err
+	}
+	if err := h.checkIdempotence(v.Idempotent(), acks); err != nil {
+		return nil, err
+	}
+	if txnMeta {
+		return nil, errTransactionMetadata()
+	}
 	if in.count == 0 {
 		return nil, errcode.DecodeFailed.New("a PUBLISH batch needs at least one record", "payload", "cbv2", "reason", "empty_batch")
 	}
+	in.topic, in.acks = string(v.Topic()), acks
 	t, err := h.r.LookupTopic(ctx, in.topic)
 	if err != nil {
 		return nil, err

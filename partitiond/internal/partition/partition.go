@@ -506,14 +506,16 @@ func (p *Partition) prepare(req *AppendRequest, meta *statestore.Meta) (*seglog.
 	b := &seglog.Batch{Records: set, OffsetPos: make([]int, 0, req.RecordCount)}
 	topic := []byte(p.topic)
 	pos := 0
+	var in record.Info // one for every record: InspectInto overwrites it whole
 	for pos < len(set) {
 		rec, _, ok, bad := record.Next(set[pos:])
 		if bad || !ok {
 			return nil, errcode.MalformedInput.New("record set length prefixes do not cover the set",
 				p.fields("record", strconv.Itoa(len(b.OffsetPos)))...)
 		}
-		in, err := p.node.inspector.Inspect(rec)
-		if err != nil {
+		// Wire's inspection (node.inspector) without its interface call
+		// and copies of Info: this loop runs for every appended record.
+		if err := record.InspectInto(rec, &in); err != nil {
 			return nil, err
 		}
 		n := len(b.OffsetPos)

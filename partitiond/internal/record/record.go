@@ -47,6 +47,99 @@ type Wire struct{}
 
 // Inspect implements Inspector.
 func (Wire) Inspect(rec []byte) (Info, error) {
+	var in Info
+	err := InspectInto(rec, &in)
+	return in, err
+}
+
+// InspectInto is Wire's Inspect writing into *in, which it overwrites
+// whole: the append path reuses one Info for every record of a batch
+// instead of copying one out per record.
+func InspectInto(rec []byte, in *Info) error {
+	if inspectCommon(rec, in) {
+		return nil
+	}
+	var err error
+	*in, err = inspectFull(rec)
+	return err
+}
+
+// commonPresence are the optional fields of nearly every published record:
+// timestamp, producer (id, sequence, epoch) and key.
+const commonPresence = wire.PresenceTimestamp | wire.PresenceProducer | wire.PresenceKey
+
+// inspectCommon reads a well-formed record that carries no optional field
+// beyond commonPresence in one pass, without wire.RecordView's table of
+// field positions: the hot path of every appended record. Anything else
+// (another field, any length that does not fit, trailing bytes, an unknown
+// version) is not ok and goes to inspectFull, which decides and names the
+// error; for a record it accepts, the Info is the one inspectFull returns
+// (FuzzInspect compares the two).
+func inspectCommon(rec []byte, in *Info) bool {
+	const fixed = 30 // version 2, presence 8, topic length 4, partition 4, offset 8, payload length 4
+	n := len(rec)
+	if n < fixed {
+		return false
+	}
+	if v := binary.BigEndian.Uint16(rec); v != wire.RecordVersion2 && v != wire.RecordVersion3 {
+		return false
+	}
+	presence := binary.BigEndian.Uint64(rec[2:])
+	if presence&^commonPresence != 0 {
+		return false
+	}
+	tl := uint64(binary.BigEndian.Uint32(rec[10:]))
+	if tl > uint64(n-fixed) {
+		return false
+	}
+	pos := 14 + int(tl)
+	*in = Info{PartitionPos: pos, OffsetPos: pos + 4, Topic: rec[14:pos:pos]}
+	pos += 12
+	pl := uint64(binary.BigEndian.Uint32(rec[pos:]))
+	pos += 4
+	if pl > uint64(n-pos) {
+		return false
+	}
+	in.PayloadLen = int(pl)
+	pos += int(pl)
+	if presence&wire.PresenceTimestamp != 0 {
+		if n-pos < 8 {
+			return false
+		}
+		in.Timestamp, in.HasTimestamp = int64(binary.BigEndian.Uint64(rec[pos:])), true
+		pos += 8
+	}
+	if presence&wire.PresenceProducer != 0 {
+		if n-pos < 4 {
+			return false
+		}
+		l := uint64(binary.BigEndian.Uint32(rec[pos:]))
+		if l+16 > uint64(n-pos-4) {
+			return false
+		}
+		e := pos + 4 + int(l)
+		in.ProducerID, in.HasProducer = rec[pos+4:e:e], true
+		in.Sequence, in.Epoch = binary.BigEndian.Uint64(rec[e:]), int64(binary.BigEndian.Uint64(rec[e+8:]))
+		pos = e + 16
+	}
+	if presence&wire.PresenceKey != 0 {
+		if n-pos < 4 {
+			return false
+		}
+		l := uint64(binary.BigEndian.Uint32(rec[pos:]))
+		if l > uint64(n-pos-4) {
+			return false
+		}
+		e := pos + 4 + int(l)
+		in.Key, in.HasKey = rec[pos+4:e:e], true
+		pos = e
+	}
+	return pos == n
+}
+
+// inspectFull is Inspect through wire.ParseRecord: every record version and
+// field, and the typed error of a record that does not decode.
+func inspectFull(rec []byte) (Info, error) {
 	v, err := wire.ParseRecord(rec)
 	if err != nil {
 		return Info{}, err
