@@ -37,14 +37,21 @@ const MaxMessageSize = 272 << 20
 // stream on flow control and pay a write syscall per 32 KiB. Static windows
 // let a few batches be in flight per stream while still bounding what a
 // peer may make us buffer (StreamWindow per stream, ConnWindow per
-// connection); larger buffers cut syscalls, and the shared write buffer
-// gives an idle connection's buffer back between flushes so many quiet
-// connections do not pin memory.
+// connection); a larger write buffer cuts flushes, and the shared write
+// buffer gives an idle connection's buffer back between flushes so many
+// quiet connections do not pin memory.
+//
+// No read buffer (ReadBufferSize 0: gRPC's framer reads the connection
+// directly): every internal connection is TLS, and crypto/tls already
+// buffers, reading as much as the socket holds into its record buffer per
+// syscall and returning one decrypted record per Read whatever the
+// caller's buffer size. A bufio.Reader in front only copied every received
+// byte once more, out of its buffer into gRPC's frame buffer.
 const (
 	StreamWindow    = 8 << 20
 	ConnWindow      = 16 << 20
 	WriteBufferSize = 256 << 10
-	ReadBufferSize  = 256 << 10
+	ReadBufferSize  = 0
 )
 
 // Policy maps a full gRPC method name ("/pkg.Service/Method") to the peer
