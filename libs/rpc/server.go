@@ -135,7 +135,7 @@ func NewServer(o ServerOptions) (*Server, error) {
 	in := interceptors{policy: o.Policy, log: log, metrics: o.Metrics}
 	st := otelgrpc.NewServerHandler(o.Telemetry.options()...)
 	s := &Server{Server: grpc.NewServer(
-		grpc.Creds(credentials.NewTLS(o.Source.ServerConfig())),
+		grpc.Creds(batchedTLS{credentials.NewTLS(o.Source.ServerConfig())}),
 		grpc.StatsHandler(st),
 		grpc.ChainUnaryInterceptor(in.unary),
 		grpc.ChainStreamInterceptor(in.stream),
