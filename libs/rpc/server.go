@@ -41,11 +41,12 @@ const MaxMessageSize = 272 << 20
 // buffer gives an idle connection's buffer back between flushes so many
 // quiet connections do not pin memory.
 //
-// No read buffer above TLS (ReadBufferSize 0: gRPC's framer reads the TLS
-// connection directly): crypto/tls returns at most one decrypted record per
-// Read whatever the caller's buffer size, so a bufio.Reader there only
-// copied every received byte once more and saved no syscall. The buffer
-// that does save syscalls is below TLS (batchedTLS).
+// No read buffer (ReadBufferSize 0: gRPC's framer reads the connection
+// directly): every internal connection is TLS, and crypto/tls already
+// buffers, reading as much as the socket holds into its record buffer per
+// syscall and returning one decrypted record per Read whatever the
+// caller's buffer size. A bufio.Reader in front only copied every received
+// byte once more, out of its buffer into gRPC's frame buffer.
 const (
 	StreamWindow    = 8 << 20
 	ConnWindow      = 16 << 20

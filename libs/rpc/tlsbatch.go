@@ -1,7 +1,6 @@
 package rpc
 
 import (
-	"bufio"
 	"context"
 	"net"
 	"sync"
@@ -23,7 +22,7 @@ type batchedTLS struct {
 }
 
 func (c batchedTLS) ClientHandshake(ctx context.Context, authority string, raw net.Conn) (net.Conn, credentials.AuthInfo, error) {
-	w := newRecordBatcher(raw)
+	w := &recordBatcher{Conn: raw}
 	conn, info, err := c.TransportCredentials.ClientHandshake(ctx, authority, w)
 	if err != nil {
 		return nil, nil, err
@@ -32,7 +31,7 @@ func (c batchedTLS) ClientHandshake(ctx context.Context, authority string, raw n
 }
 
 func (c batchedTLS) ServerHandshake(raw net.Conn) (net.Conn, credentials.AuthInfo, error) {
-	w := newRecordBatcher(raw)
+	w := &recordBatcher{Conn: raw}
 	conn, info, err := c.TransportCredentials.ServerHandshake(w)
 	if err != nil {
 		return nil, nil, err
@@ -69,30 +68,13 @@ func (c *batchedConn) Write(b []byte) (int, error) {
 // writes are appended to a buffer instead of written; otherwise (the
 // handshake, alerts, records TLS writes on its own from Read or Close) it
 // writes through.
-//
-// It also reads through a buffer: crypto/tls reads about one record per
-// syscall (it asks for what the next record needs), so a megabyte took 64
-// reads; a buffer of readBatch bytes takes what the socket holds, and TLS
-// picks its records out of it (a read TLS makes of readBatch bytes or more
-// bypasses the buffer).
 type recordBatcher struct {
 	net.Conn // the socket
-	r        *bufio.Reader
 
 	mu         sync.Mutex
 	collecting bool
 	buf        *[]byte // from batchBufs while collecting
 }
-
-// readBatch is the read buffer of every internal connection.
-const readBatch = 64 << 10
-
-func newRecordBatcher(raw net.Conn) *recordBatcher {
-	return &recordBatcher{Conn: raw, r: bufio.NewReaderSize(raw, readBatch)}
-}
-
-// Read is only called by TLS, under its input lock.
-func (w *recordBatcher) Read(b []byte) (int, error) { return w.r.Read(b) }
 
 // batchBufs holds the collecting buffers; a connection holds one only
 // during a Write, so idle connections pin none (as gRPC's shared write
