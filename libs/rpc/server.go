@@ -42,10 +42,9 @@ const MaxMessageSize = 272 << 20
 // quiet connections do not pin memory.
 //
 // No read buffer (ReadBufferSize 0: gRPC's framer reads the connection
-// directly): every internal connection is TLS, and crypto/tls already
-// buffers, reading as much as the socket holds into its record buffer per
-// syscall and returning one decrypted record per Read whatever the
-// caller's buffer size. A bufio.Reader in front only copied every received
+// directly): every internal connection is TLS, and crypto/tls returns at
+// most one decrypted record per Read whatever the caller's buffer size, so
+// a bufio.Reader in front saved no syscall and only copied every received
 // byte once more, out of its buffer into gRPC's frame buffer.
 const (
 	StreamWindow    = 8 << 20
