@@ -156,3 +156,65 @@ func frames(enc []byte) mem.BufferSlice {
 	}
 	return s
 }
+
+// pooledAnswer is a receive target as partitiond's follower uses one.
+type pooledAnswer struct {
+	*partitionv1.ReplicaFetchResponse
+	buf Buffer
+}
+
+func (a *pooledAnswer) UnmarshalPooled(b []byte, buf Buffer) error {
+	a.buf = buf
+	return a.UnmarshalAlias(b)
+}
+
+// TestCodecPooledTarget: a large message decodes into one pool buffer the
+// target keeps (its batches inside it, not in the transport's frames) and
+// Release gives back, so the next one of its size class reuses it; a small
+// one takes proto's copying path and holds no buffer.
+func TestCodecPooledTarget(t *testing.T) {
+	for i, n := range []int{100, 100 << 10, 300 << 10} {
+		in := &partitionv1.ReplicaFetchResponse{Partitions: []*partitionv1.ReplicaFetchPartitionData{
+			{Topic: "t", Partition: 1, HighWatermark: 5, Batches: bytes.Repeat([]byte{byte(i)}, n)},
+			{Topic: "u", Batches: bytes.Repeat([]byte{byte(i + 1)}, n/2)}}}
+		enc, _ := proto.Marshal(in)
+		out := &pooledAnswer{ReplicaFetchResponse: &partitionv1.ReplicaFetchResponse{}}
+		if err := (codec{}).Unmarshal(frames(enc), out); err != nil {
+			t.Fatal(err)
+		}
+		for j := range enc { // the frames are reused by the transport
+			enc[j] = 0xFF
+		}
+		if !proto.Equal(in, out.ReplicaFetchResponse) {
+			t.Fatalf("n=%d: round trip differs", n)
+		}
+		if n < aliasMin {
+			if out.buf.p != nil {
+				t.Fatalf("n=%d: a small message holds a pool buffer", n)
+			}
+			continue
+		}
+		bp := out.buf.p
+		if bp == nil || len(*bp) != len(enc) {
+			t.Fatalf("n=%d: no pool buffer of the message's size", n)
+		}
+		if indexOf(*bp, out.Partitions[0].Batches) < 0 || indexOf(*bp, out.Partitions[1].Batches) < 0 {
+			t.Fatalf("n=%d: batches do not alias the pool buffer", n)
+		}
+		out.buf.Release()
+		out.buf.Release() // the same Buffer released again holds nothing
+		if out.buf.p != nil {
+			t.Fatal("Release kept the buffer")
+		}
+	}
+}
+
+// indexOf returns where sub starts inside b (by address), or -1.
+func indexOf(b, sub []byte) int {
+	for i := range b {
+		if &b[i] == &sub[0] {
+			return i
+		}
+	}
+	return -1
+}

@@ -71,7 +71,7 @@ func dialTCP(target string, o ClientOptions) (*grpc.ClientConn, error) {
 	}
 	return grpc.NewClient(target,
 		grpc.WithConnectParams(connectParams),
-		grpc.WithTransportCredentials(credentials.NewTLS(o.Source.ClientConfig(o.ServerRoles...))),
+		grpc.WithTransportCredentials(batchedTLS{credentials.NewTLS(o.Source.ClientConfig(o.ServerRoles...))}),
 		grpc.WithStatsHandler(otelgrpc.NewClientHandler(o.Telemetry.options()...)),
 		grpc.WithChainUnaryInterceptor(typedUnary),
 		grpc.WithChainStreamInterceptor(typedStream),

@@ -93,6 +93,34 @@ type aliasMarshaler interface {
 	MarshalAlias() [][]byte
 }
 
+// pooledUnmarshaler is a receive target that decodes by aliasing a buffer
+// of the transport pool and keeps that buffer, so its receiver can give it
+// back (Buffer.Release) once nothing refers into the message: a follower's
+// replica fetch answers, whose batches are written to its log and then
+// dropped. Without it every large answer is a fresh allocation for the
+// garbage collector (and a page-faulting heap that keeps growing and being
+// scavenged).
+type pooledUnmarshaler interface {
+	// UnmarshalPooled decodes b, which is buf's content; buf belongs to
+	// the target from then on, also when it fails.
+	UnmarshalPooled(b []byte, buf Buffer) error
+}
+
+// Buffer is a transport pool buffer a decoded message aliases (see
+// pooledUnmarshaler). The zero Buffer holds nothing.
+type Buffer struct{ p *[]byte }
+
+// Release gives the buffer back to the pool, to be handed out again: the
+// caller must hold the only reference to the message decoded into it and
+// drop it, and must not call Release twice. Not calling it is always safe;
+// the garbage collector then reclaims the buffer.
+func (b *Buffer) Release() {
+	if b.p != nil {
+		transportPool.Put(b.p)
+		b.p = nil
+	}
+}
+
 // aliasMin is the message size from which an aliasUnmarshaler gets its own
 // copy of the message to alias: below it the pooled path is as cheap.
 const aliasMin = 64 << 10
@@ -101,6 +129,11 @@ func (codec) Unmarshal(data mem.BufferSlice, v any) error {
 	m, ok := v.(proto.Message)
 	if !ok {
 		return fmt.Errorf("rpc codec: cannot unmarshal into %T: not a proto.Message", v)
+	}
+	if pu, ok := v.(pooledUnmarshaler); ok && data.Len() >= aliasMin {
+		bp := transportPool.Get(data.Len())
+		data.CopyTo(*bp)
+		return pu.UnmarshalPooled(*bp, Buffer{bp})
 	}
 	if a, ok := v.(aliasUnmarshaler); ok && data.Len() >= aliasMin {
 		// One copy out of gRPC's frames into buffers the message then

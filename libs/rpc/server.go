@@ -37,14 +37,20 @@ const MaxMessageSize = 272 << 20
 // stream on flow control and pay a write syscall per 32 KiB. Static windows
 // let a few batches be in flight per stream while still bounding what a
 // peer may make us buffer (StreamWindow per stream, ConnWindow per
-// connection); larger buffers cut syscalls, and the shared write buffer
-// gives an idle connection's buffer back between flushes so many quiet
-// connections do not pin memory.
+// connection); a larger write buffer cuts flushes, and the shared write
+// buffer gives an idle connection's buffer back between flushes so many
+// quiet connections do not pin memory.
+//
+// No read buffer (ReadBufferSize 0: gRPC's framer reads the connection
+// directly): every internal connection is TLS, and crypto/tls returns at
+// most one decrypted record per Read whatever the caller's buffer size, so
+// a bufio.Reader in front saved no syscall and only copied every received
+// byte once more, out of its buffer into gRPC's frame buffer.
 const (
 	StreamWindow    = 8 << 20
 	ConnWindow      = 16 << 20
 	WriteBufferSize = 256 << 10
-	ReadBufferSize  = 256 << 10
+	ReadBufferSize  = 0
 )
 
 // Policy maps a full gRPC method name ("/pkg.Service/Method") to the peer
@@ -128,7 +134,7 @@ func NewServer(o ServerOptions) (*Server, error) {
 	in := interceptors{policy: o.Policy, log: log, metrics: o.Metrics}
 	st := otelgrpc.NewServerHandler(o.Telemetry.options()...)
 	s := &Server{Server: grpc.NewServer(
-		grpc.Creds(credentials.NewTLS(o.Source.ServerConfig())),
+		grpc.Creds(batchedTLS{credentials.NewTLS(o.Source.ServerConfig())}),
 		grpc.StatsHandler(st),
 		grpc.ChainUnaryInterceptor(in.unary),
 		grpc.ChainStreamInterceptor(in.stream),

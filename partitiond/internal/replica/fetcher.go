@@ -10,6 +10,7 @@ import (
 
 	"github.com/strataio/strata/libs/errcode"
 	"github.com/strataio/strata/libs/pace"
+	"github.com/strataio/strata/libs/rpc"
 	partitionv1 "github.com/strataio/strata/proto/strata/partition/v1"
 
 	"github.com/strataio/strata/partitiond/internal/partition"
@@ -220,9 +221,9 @@ func (fe *fetcher) session() (progressed bool, err error) {
 		}
 		fe.mu.Unlock()
 		err := stream.Send(req)
-		var resp *partitionv1.ReplicaFetchResponse
+		resp := &fetchAnswer{ReplicaFetchResponse: &partitionv1.ReplicaFetchResponse{}}
 		if err == nil {
-			resp, err = stream.Recv()
+			err = stream.RecvMsg(resp)
 		}
 		fe.mu.Lock()
 		fe.asking, fe.endRequest = nil, nil
@@ -250,6 +251,10 @@ func (fe *fetcher) session() (progressed bool, err error) {
 			}
 			f.mu.Unlock()
 		}
+		// Every batch is in the log (written, not referenced: the
+		// producer table and the transaction index copy what they keep),
+		// so the answer's buffer can serve the next one.
+		resp.buf.Release()
 		// The next request reports durable ends: wait for the group commit
 		// (on the fetcher's context: a session restart must not leave a
 		// log end that is not durable to be reported next).
@@ -259,6 +264,21 @@ func (fe *fetcher) session() (progressed bool, err error) {
 			}
 		}
 	}
+}
+
+// fetchAnswer is a fetch answer whose batches alias a transport pool buffer
+// (rpc's codec decodes large answers so) that the session gives back once
+// they are applied.
+type fetchAnswer struct {
+	*partitionv1.ReplicaFetchResponse
+	buf rpc.Buffer
+}
+
+// UnmarshalPooled is called by rpc's codec with the answer's encoding in
+// buf.
+func (a *fetchAnswer) UnmarshalPooled(b []byte, buf rpc.Buffer) error {
+	a.buf = buf
+	return a.UnmarshalAlias(b)
 }
 
 // apply applies one partition's answer; ok reports batches appended up to

@@ -2,6 +2,7 @@ package seglog
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -497,7 +498,7 @@ func (l *Log) Append(b *Batch) (uint64, error) {
 	for i, p := range b.OffsetPos {
 		putU64(b.Records[p:], base+uint64(i))
 	}
-	if err := l.writeBatchLocked(&h, b.Records, now); err != nil {
+	if err := l.writeBatchLocked(&h, nil, b.Records, now); err != nil {
 		return 0, err
 	}
 	return base, nil
@@ -527,8 +528,11 @@ func (l *Log) checkEpochLocked(e uint64) error {
 // writeBatchLocked writes one batch whose header fields are set (offsets
 // included; Length, CRC and the durable watermark are filled here) at the
 // end of the active segment, rolling first when needed, and records a new
-// leader epoch in the history before the epoch's first batch. l.mu is held.
-func (l *Log) writeBatchLocked(h *segment.Header, recs []byte, now int64) error {
+// leader epoch in the history before the epoch's first batch. stored, when
+// not nil, is the encoded header h was parsed from (a replicated batch): it
+// is written as it is but for the watermark, its CRC adjusted to it rather
+// than computed again over the records. l.mu is held.
+func (l *Log) writeBatchLocked(h *segment.Header, stored, recs []byte, now int64) error {
 	hdrLen := segment.HeaderFixed + len(h.ProducerID)
 	total := int64(hdrLen + len(recs))
 	last := h.LastOffset()
@@ -553,7 +557,13 @@ func (l *Log) writeBatchLocked(h *segment.Header, recs []byte, now int64) error 
 	}
 	h.DurableWatermark = l.durable.Load().end
 	var hb [segment.HeaderFixed + segment.MaxProducerIDLen]byte
-	segment.PutHeader(hb[:], h, recs)
+	if stored != nil {
+		copy(hb[:], stored[:hdrLen])
+		segment.SetDurableWatermark(hb[:hdrLen], int(total), h.DurableWatermark)
+		h.CRC = binary.BigEndian.Uint32(hb[8:])
+	} else {
+		segment.PutHeader(hb[:], h, recs)
+	}
 	pos := a.size
 	l.preallocLocked(a, pos+total)
 	if _, err := a.w.f.WriteAt(hb[:hdrLen], pos); err != nil {

@@ -90,10 +90,17 @@ func SplitBatches(raw []byte, fn func(h *segment.Header, batch []byte) error) er
 // stored batch as SplitBatches yields it, h its header). Offsets, leader
 // epoch, timestamps and producer fields are kept as the leader wrote them;
 // only the durable watermark is this log's own (it tells a torn tail from
-// damage on *this* disk), so the CRC is computed again. The batch must
-// start at or after the log end: a gap is allowed (batches a compaction on
-// the leader removed), an overlap is not.
+// damage on *this* disk), so the CRC changes with it: it is derived from
+// the batch's own CRC (segment.SetDurableWatermark), which SplitBatches
+// checked, not computed again over the records. A batch whose CRC did not
+// match stays one that does not. The batch must start at or after the log
+// end: a gap is allowed (batches a compaction on the leader removed), an
+// overlap is not.
 func (l *Log) AppendStored(h *segment.Header, batch []byte) error {
+	if int(h.Length) != len(batch) || len(batch) < h.Len() {
+		return errcode.MalformedInput.New("replicated batch length differs from its header", "param", "records",
+			"bytes", strconv.Itoa(len(batch)), "length", strconv.FormatUint(uint64(h.Length), 10))
+	}
 	recs := batch[h.Len():]
 	if int64(h.Length) > l.cfg.SegmentBytes {
 		return errcode.InvalidParameter.New("replicated batch larger than a segment", "param", "records",
@@ -112,7 +119,7 @@ func (l *Log) AppendStored(h *segment.Header, batch []byte) error {
 		return err
 	}
 	hc := *h
-	return l.writeBatchLocked(&hc, recs, l.cfg.Clock.Now().UnixMilli())
+	return l.writeBatchLocked(&hc, batch[:h.Len()], recs, l.cfg.Clock.Now().UnixMilli())
 }
 
 // LastBatchEpoch returns the leader epoch of the last batch in the log (ok
