@@ -21,6 +21,9 @@ type Config struct {
 	// SegmentPreallocate: see seglog.Config.Preallocate (docs/partitiond.md,
 	// "Segment files").
 	SegmentPreallocate int64 `yaml:"segment_preallocate" min:"0" help:"extend the active segment file this many bytes ahead of its data (fallocate), so appends do not change the file size; 0 = off"`
+	// SegmentCacheWindow: see seglog.Config.CacheWindow (docs/partitiond.md,
+	// "Page cache").
+	SegmentCacheWindow int64 `yaml:"segment_cache_window" min:"0" help:"bytes of each partition log's tail kept in the OS page cache; older synced bytes are dropped after they are written or read (posix_fadvise); 0 = leave it to the kernel"`
 	// RetentionCheckInterval is the period of the maintenance pass
 	// (retention, compaction, producer-state expiry, checkpoints).
 	RetentionCheckInterval time.Duration `yaml:"retention_check_interval" min:"1ns" help:"period of the retention/compaction maintenance pass"`
@@ -79,6 +82,7 @@ func DefaultConfig() Config {
 		SegmentBytes:           256 << 20,
 		SegmentAge:             24 * time.Hour,
 		SegmentPreallocate:     8 << 20,
+		SegmentCacheWindow:     64 << 20,
 		RetentionCheckInterval: 30 * time.Second,
 		DefaultCleanupPolicy:   partition.PolicyDelete,
 		DefaultRetention:       168 * time.Hour,
@@ -136,6 +140,7 @@ func (c *Config) defaults() partition.Defaults {
 		SegmentBytes:       c.SegmentBytes,
 		SegmentAge:         c.SegmentAge,
 		SegmentPreallocate: c.SegmentPreallocate,
+		SegmentCacheWindow: c.SegmentCacheWindow,
 		ProducerStateTTL:   c.ProducerStateTTL,
 		MaxBatchBytes:      c.MaxBatchBytes,
 		FetchMaxBytes:      c.FetchMaxBytes,

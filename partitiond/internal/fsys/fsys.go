@@ -33,6 +33,12 @@ type File interface {
 	// when the file system cannot allocate (no fallocate: some overlay or
 	// FUSE setups, MemFS).
 	Allocate(from, to int64) error
+	// DropCache tells the kernel that the cached pages of [off, off+n) will
+	// not be needed soon (posix_fadvise POSIX_FADV_DONTNEED): clean pages
+	// are freed, dirty ones are left alone, the file's content is
+	// unchanged. It is advice: files without a descriptor (MemFS) and
+	// systems without fadvise do nothing and return nil.
+	DropCache(off, n int64) error
 	Close() error
 }
 
@@ -110,6 +116,17 @@ func (f vfsFile) Allocate(from, to int64) error {
 		return fmt.Errorf("fsys: allocate: %w (no file descriptor)", errors.ErrUnsupported)
 	}
 	return fallocate(fd, from, to-from)
+}
+
+func (f vfsFile) DropCache(off, n int64) error {
+	if n <= 0 {
+		return nil
+	}
+	fd := f.f.Fd()
+	if fd == vfs.InvalidFd {
+		return nil
+	}
+	return fadviseDontNeed(fd, off, n)
 }
 
 func (v vfsFS) Create(name string) (File, error) {

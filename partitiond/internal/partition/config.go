@@ -38,6 +38,9 @@ type Defaults struct {
 	IndexInterval   int
 	// SegmentPreallocate is seglog.Config.Preallocate (0: off).
 	SegmentPreallocate int64
+	// SegmentCacheWindow is seglog.Config.CacheWindow (0: the kernel
+	// keeps pages as it sees fit).
+	SegmentCacheWindow int64
 	// ProducerStateTTL is producer_state_ttl_ms (spec 4.6 rule 5).
 	ProducerStateTTL time.Duration
 	// MaxBatchBytes bounds one appended record set.

@@ -252,6 +252,7 @@ func (n *Node) openPartition(m statestore.Meta) (*Partition, error) {
 		Logger:       n.log.With("topic", m.Topic, "partition", m.Partition),
 		SegmentBytes: d.SegmentBytes, SegmentAge: d.SegmentAge, IndexInterval: d.IndexInterval,
 		Preallocate: d.SegmentPreallocate,
+		CacheWindow: d.SegmentCacheWindow,
 		VerifyAll:   n.cfg.VerifyOnOpen,
 		OnFence:     p.onFence,
 		OnDurable:   n.durable.fire,

@@ -68,6 +68,11 @@ type Config struct {
 	// segments are cut back to their data end; recovery cuts the zero tail
 	// of the last segment like a torn write.
 	Preallocate int64
+	// CacheWindow is how many bytes of the log's tail stay in the OS page
+	// cache: synced bytes further behind the durable end are dropped from it
+	// after they are written, and after a read (pagecache.go). 0 leaves the
+	// page cache to the kernel.
+	CacheWindow int64
 	// VerifyAll makes Open check the CRC of every batch of every segment,
 	// not only the part after the last checkpoint.
 	VerifyAll bool
@@ -248,6 +253,8 @@ type Log struct {
 
 	syncs atomic.Uint64
 	shut  atomic.Bool
+
+	drop dropper
 }
 
 func (l *Log) isShut() bool { return l.shut.Load() }
@@ -411,6 +418,7 @@ func (l *Log) SyncPending() {
 	}
 	l.syncs.Add(1)
 	l.advanceDurable(w)
+	l.dropBehind(w)
 }
 
 func (l *Log) requestSync() {

@@ -114,7 +114,12 @@ func (l *Log) walkOwning(from, limit uint64, chunk int, own *handover, fn batchF
 		start := s.lookupLocked(from)
 		s.mu.RUnlock()
 		if start < end {
-			stop, err := l.walkSegment(s, start, end, limit, chunk, own, fn)
+			var next *seg
+			if i+1 < len(ss) {
+				next = ss[i+1]
+			}
+			cold := l.coldFrom(s, next, d, end)
+			stop, err := l.walkSegment(s, start, end, cold, limit, chunk, own, fn)
 			if err != nil || stop {
 				return err
 			}
@@ -141,7 +146,9 @@ func (l *Log) openReader(s *seg) func() (fsys.File, error) {
 	}
 }
 
-func (l *Log) walkSegment(s *seg, pos, end int64, limit uint64, chunk int, own *handover, fn batchFn) (bool, error) {
+// walkSegment walks s from pos to end; the pages of the bytes below cold are
+// dropped from the page cache once read.
+func (l *Log) walkSegment(s *seg, pos, end, cold int64, limit uint64, chunk int, own *handover, fn batchFn) (bool, error) {
 	e, err := l.cfg.Cache.acquire(s, l.openReader(s))
 	if err != nil {
 		if err == errRetired {
@@ -150,6 +157,8 @@ func (l *Log) walkSegment(s *seg, pos, end int64, limit uint64, chunk int, own *
 		return false, errcode.StorageUnavailable.New("open segment: "+err.Error(), "segment", s.path)
 	}
 	defer l.cfg.Cache.release(e)
+	drops := newColdReads(e.f, cold, pos)
+	defer drops.flush()
 	pool := &smallBufs
 	if need := min(int64(chunk), end-pos); need > smallChunk {
 		pool = &largeBufs
@@ -177,6 +186,7 @@ func (l *Log) walkSegment(s *seg, pos, end int64, limit uint64, chunk int, own *
 		if err := segment.ReadFull(e.f, buf[:n], pos); err != nil {
 			return false, errcode.StorageUnavailable.New("read segment: "+err.Error(), "segment", s.path)
 		}
+		drops.read(pos, n)
 		var p int64
 		for p < n {
 			rest := buf[p:n]
@@ -221,6 +231,7 @@ func (l *Log) walkSegment(s *seg, pos, end int64, limit uint64, chunk int, own *
 					}
 					return false, errcode.StorageUnavailable.New("read segment: "+err.Error(), "segment", s.path)
 				}
+				drops.read(pos, int64(len(b)))
 			}
 			if own != nil {
 				own.fresh = handed

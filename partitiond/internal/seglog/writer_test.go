@@ -15,6 +15,7 @@ func (f *failingFile) WriteAt(p []byte, off int64) (int, error) { return len(p),
 func (f *failingFile) SyncData() error                          { return errDisk }
 func (f *failingFile) Size() (int64, error)                     { return 0, nil }
 func (f *failingFile) Allocate(from, to int64) error            { return nil }
+func (f *failingFile) DropCache(off, n int64) error             { return nil }
 func (f *failingFile) Close() error                             { f.closes++; return nil }
 
 // TestFailedSyncIsSticky: after a failed fdatasync, every later sync or
