@@ -143,10 +143,17 @@ func (p *Partition) EndOffsetForEpoch(e uint64) (epoch, end uint64, ok bool) {
 // up to the durable end (see seglog.Log.ReadBatches): what a leader sends
 // its followers.
 func (p *Partition) ReadBatches(lifecycleEpoch, from uint64, maxBytes int) (raw []byte, next uint64, err error) {
+	return p.ReadBatchesInto(lifecycleEpoch, from, maxBytes, nil)
+}
+
+// ReadBatchesInto is ReadBatches reading into a buffer from get (see
+// seglog.Log.ReadBatchesInto): a leader's fetch answer in a transport pool
+// buffer.
+func (p *Partition) ReadBatchesInto(lifecycleEpoch, from uint64, maxBytes int, get func(n int) []byte) (raw []byte, next uint64, err error) {
 	if err := p.check(lifecycleEpoch); err != nil {
 		return nil, from, err
 	}
-	raw, next, err = p.log.ReadBatches(from, maxBytes)
+	raw, next, err = p.log.ReadBatchesInto(from, maxBytes, get)
 	return raw, next, p.storageErr(err)
 }
 

@@ -285,15 +285,28 @@ func (m *Manager) Serve(stream partitionv1.PartitionService_ReplicaFetchServer) 
 			return errcode.PeerRoleForbidden.New("replica id does not match the caller's certificate",
 				"replica_id", req.GetReplicaId(), "certificate", id.String())
 		}
-		resp, err := m.answer(ctx, req)
+		resp, pooled, err := m.answer(ctx, req)
 		if err != nil {
 			return err
 		}
-		if err := stream.Send(resp); err != nil {
+		// The codec takes the answer's pooled batch buffers and gives them
+		// back once gRPC has written them; resp is not used after this.
+		if err := stream.SendMsg(&pooledAnswer{ReplicaFetchResponse: resp, pooled: pooled}); err != nil {
 			return err
 		}
 	}
 }
+
+// pooledAnswer is a fetch answer whose batches were read into transport
+// pool buffers (rpc.NewPooledBytes): rpc's codec marshals the batches as
+// they are and returns the buffers to the pool once gRPC has sent them.
+type pooledAnswer struct {
+	*partitionv1.ReplicaFetchResponse
+	pooled [][]byte
+}
+
+// PooledParts hands the batch buffers to rpc's codec.
+func (a *pooledAnswer) PooledParts() [][]byte { return a.pooled }
 
 type fetchItem struct {
 	ls     *leaderState
@@ -306,11 +319,14 @@ type fetchItem struct {
 // answer serves one fetch request: progress first (it may move the HWM),
 // then the batches after each follower offset, long-polling while there
 // are none.
-func (m *Manager) answer(ctx context.Context, req *partitionv1.ReplicaFetchRequest) (*partitionv1.ReplicaFetchResponse, error) {
+//
+// The batches of each partition are read into a transport pool buffer;
+// pooled lists them for the codec (see pooledAnswer).
+func (m *Manager) answer(ctx context.Context, req *partitionv1.ReplicaFetchRequest) (resp *partitionv1.ReplicaFetchResponse, pooled [][]byte, err error) {
 	now := m.cfg.Now()
 	replica := req.GetReplicaId()
 	items := make([]*fetchItem, 0, len(req.GetPartitions()))
-	resp := &partitionv1.ReplicaFetchResponse{}
+	resp = &partitionv1.ReplicaFetchResponse{}
 	for _, p := range req.GetPartitions() {
 		it := &fetchItem{req: p, offset: p.GetFetchOffset(),
 			out: &partitionv1.ReplicaFetchPartitionData{Topic: p.GetTopic(), Partition: p.GetPartition()}}
@@ -350,7 +366,7 @@ func (m *Manager) answer(ctx context.Context, req *partitionv1.ReplicaFetchReque
 			if room <= 0 {
 				break
 			}
-			raw, _, err := it.ls.part.ReadBatches(it.ls.lifecycle, it.offset, room)
+			raw, _, err := it.ls.part.ReadBatchesInto(it.ls.lifecycle, it.offset, room, rpc.NewPooledBytes)
 			if err == nil {
 				// Checked after the read: a long poll can outlive the
 				// leadership it was checked under, and a node that stopped
@@ -370,6 +386,7 @@ func (m *Manager) answer(ctx context.Context, req *partitionv1.ReplicaFetchReque
 			}
 			if len(raw) > 0 {
 				it.out.Batches = raw
+				pooled = append(pooled, raw)
 				total += len(raw)
 				any = true
 			}
@@ -383,7 +400,7 @@ func (m *Manager) answer(ctx context.Context, req *partitionv1.ReplicaFetchReque
 		}
 		if any || wait <= 0 {
 			m.cfg.Metrics.served(total)
-			return resp, nil
+			return resp, pooled, nil
 		}
 		if timer == nil {
 			timer = time.NewTimer(wait)
@@ -393,7 +410,7 @@ func (m *Manager) answer(ctx context.Context, req *partitionv1.ReplicaFetchReque
 		case <-timer.C:
 			wait = 0
 		case <-ctx.Done():
-			return nil, ctx.Err()
+			return nil, nil, ctx.Err()
 		}
 	}
 }
