@@ -289,7 +289,9 @@ func (fe *fetcher) apply(f *follow, d *partitionv1.ReplicaFetchPartitionData) (e
 	// The logger is built only when something is logged: apply runs for
 	// every partition of every answer, and Logger.With (a handler clone
 	// and its attributes) was 2-4 % of a follower's CPU at 100 B records.
-	log := func() *slog.Logger { return cfg.Logger.With("topic", f.key.topic, "partition", f.key.id, "leader", fe.leader) }
+	log := func() *slog.Logger {
+		return cfg.Logger.With("topic", f.key.topic, "partition", f.key.id, "leader", fe.leader)
+	}
 	retry := func(err error) {
 		cfg.Metrics.fetchFailed(f.key.topic, err)
 		f.retryAt = cfg.Now().Add(cfg.RetryBackoff)
