@@ -121,6 +121,14 @@ func (p *Partition) Changed() (log, hwm <-chan struct{}) {
 	return p.log.Changed(), p.hwmChanged.wait()
 }
 
+// DurableChanged returns a channel closed at the next advance of this
+// partition's durable end (or a truncation, a fence, the log's close): a
+// leader's long poll for the few partitions of
+// one fetch, which the node-wide Node.DurableChanged also wakes for every
+// other partition's group commit (on a node that leads some partitions and
+// follows the rest, most of them).
+func (p *Partition) DurableChanged() <-chan struct{} { return p.log.Changed() }
+
 // DurableEnd returns the offset below which the log is durable.
 func (p *Partition) DurableEnd() uint64 { return p.log.DurableEnd() }
 

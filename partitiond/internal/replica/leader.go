@@ -354,8 +354,10 @@ func (m *Manager) answer(ctx context.Context, req *partitionv1.ReplicaFetchReque
 			timer.Stop()
 		}
 	}()
+	var changed []<-chan struct{}
 	for {
-		changed := m.cfg.Node.DurableChanged()
+		// Taken before the reads: an advance after them closes these.
+		changed = m.durableChanged(items, changed[:0])
 		total, any := 0, false
 		for _, it := range items {
 			if it.done {
@@ -405,14 +407,71 @@ func (m *Manager) answer(ctx context.Context, req *partitionv1.ReplicaFetchReque
 		if timer == nil {
 			timer = time.NewTimer(wait)
 		}
-		select {
-		case <-changed:
-		case <-timer.C:
+		switch waitAny(changed, timer.C, ctx.Done()) {
+		case waitTimer:
 			wait = 0
-		case <-ctx.Done():
+		case waitDone:
 			return nil, nil, ctx.Err()
 		}
 	}
+}
+
+// maxWaitPartitions is how many partitions a long poll waits on one by one;
+// a fetch for more waits for any durable advance on the node.
+const maxWaitPartitions = 3
+
+// durableChanged returns (appended to chs) the channels closed at the next
+// durable advance of the partitions items still wait for: the partitions'
+// own, so a long poll sleeps through the group commits of every other
+// partition on this node (a node leading some partitions follows the rest,
+// and each of its followers' appends used to wake every long poll it
+// served), or the node's when there are many.
+func (m *Manager) durableChanged(items []*fetchItem, chs []<-chan struct{}) []<-chan struct{} {
+	for _, it := range items {
+		if it.done || it.ls == nil {
+			continue
+		}
+		if len(chs) == maxWaitPartitions {
+			return append(chs[:0], m.cfg.Node.DurableChanged())
+		}
+		chs = append(chs, it.ls.part.DurableChanged())
+	}
+	if len(chs) == 0 {
+		chs = append(chs, m.cfg.Node.DurableChanged())
+	}
+	return chs
+}
+
+const (
+	waitChanged = iota
+	waitTimer
+	waitDone
+)
+
+// waitAny waits until one of chs (1 to maxWaitPartitions channels) is
+// closed, timer fires or done is closed.
+func waitAny(chs []<-chan struct{}, timer <-chan time.Time, done <-chan struct{}) int {
+	var a, b, c <-chan struct{} // nil channels never fire
+	switch len(chs) {
+	case 3:
+		c = chs[2]
+		fallthrough
+	case 2:
+		b = chs[1]
+		fallthrough
+	case 1:
+		a = chs[0]
+	}
+	select {
+	case <-a:
+	case <-b:
+	case <-c:
+	case <-timer:
+		return waitTimer
+	case <-done:
+		return waitDone
+	}
+	return waitChanged
 }
 
 // check resolves one requested partition: this node must lead it at the
