@@ -476,3 +476,55 @@ func TestUnknownTopicWaitsForView(t *testing.T) {
 		t.Fatalf("view_catch_up 0 waited %v", time.Since(start))
 	}
 }
+
+// TestProduceStreamLargeBatches: batches large enough for rpc's codec to
+// decode them into transport pool buffers, which Produce gives back once
+// written and the next requests reuse, are stored as sent (nothing of
+// partitiond keeps the released bytes).
+func TestProduceStreamLargeBatches(t *testing.T) {
+	c := startCluster(t, nil, nil, "")
+	c.metad.PutTopic(metadfake.NewTopic("big", 1, 1, "p1", "p1"))
+	c.waitServing(t, "big", 0)
+	stream, err := c.client.Produce(ctx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n, per, size = 30, 4, 40 << 10 // about 160 KiB per request
+	var want []string
+	for i := range n {
+		payloads := make([]string, per)
+		for j := range payloads {
+			payloads[j] = strings.Repeat(string(rune('a'+(i*per+j)%26)), size) + strconv.Itoa(i*per+j)
+		}
+		want = append(want, payloads...)
+		if err := stream.Send(&partitionv1.ProduceRequest{CorrelationId: uint64(i), Append: &partitionv1.AppendRequest{
+			Topic: "big", Partition: 0, LifecycleEpoch: 1, Acks: 1,
+			Records: recordSet(t, "big", payloads...), RecordCount: per}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := stream.CloseSend(); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		r, err := stream.Recv()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e := r.GetAppend().GetError(); e != nil {
+			t.Fatalf("request %d failed: %v", r.GetCorrelationId(), e)
+		}
+	}
+	got := c.fetchAll(t, "big", 0)
+	if len(got) != len(want) {
+		t.Fatalf("fetched %d records, want %d", len(got), len(want))
+	}
+	for i, g := range got {
+		if g.offset != uint64(i) || g.payload != want[i] {
+			t.Fatalf("record %d (offset %d) differs from what was sent", i, g.offset)
+		}
+	}
+}

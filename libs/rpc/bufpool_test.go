@@ -218,3 +218,81 @@ func indexOf(b, sub []byte) int {
 	}
 	return -1
 }
+
+// sentAnswer is a fetch answer whose batches are pooled parts (as a
+// leader's replica fetch answer is).
+type sentAnswer struct {
+	*partitionv1.ReplicaFetchResponse
+	pooled [][]byte
+}
+
+func (a *sentAnswer) PooledParts() [][]byte { return a.pooled }
+
+// countingPool records the buffers put back.
+type countingPool struct{ put [][]byte }
+
+func (p *countingPool) Get(n int) *[]byte { b := make([]byte, n); return &b }
+func (p *countingPool) Put(b *[]byte)     { p.put = append(p.put, *b) }
+
+// TestCodecPooledParts: a pooledMarshaler's buffers are marshalled as they
+// are and go back to the pool only when gRPC frees the marshalled message
+// (large), or at once when the codec copied them (small) or did not use
+// them; the encoding is proto.Marshal's either way.
+func TestCodecPooledParts(t *testing.T) {
+	cp := &countingPool{}
+	old := partsPool
+	partsPool = cp
+	defer func() { partsPool = old }()
+	for _, n := range []int{100, 100 << 10, 300 << 10} {
+		cp.put = nil
+		fill := func(b byte, n int) []byte { return append(NewPooledBytes(n), bytes.Repeat([]byte{b}, n)...) }
+		a, b, unused := fill(1, n), fill(2, n/2), fill(3, 10)
+		in := &partitionv1.ReplicaFetchResponse{Partitions: []*partitionv1.ReplicaFetchPartitionData{
+			{Topic: "t", Partition: 1, HighWatermark: 5, Batches: a},
+			{Topic: "u", Batches: b}}}
+		want, _ := proto.Marshal(in)
+		out, err := (codec{}).Marshal(&sentAnswer{ReplicaFetchResponse: in, pooled: [][]byte{a, b, unused}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := out.Materialize(); !bytes.Equal(got, want) {
+			t.Fatalf("n=%d: encoding differs from proto.Marshal", n)
+		}
+		released := func(bufs ...[]byte) bool {
+			if len(cp.put) != len(bufs) {
+				return false
+			}
+			for _, b := range bufs {
+				found := false
+				for _, p := range cp.put {
+					found = found || (cap(p) == cap(b) && &p[:1][0] == &b[0])
+				}
+				if !found {
+					return false
+				}
+			}
+			return true
+		}
+		if n < aliasMin {
+			// Copied: every buffer goes back at once.
+			if !released(a, b, unused) {
+				t.Fatalf("n=%d: %d buffers released, want the 3 copied", n, len(cp.put))
+			}
+			out.Free()
+			continue
+		}
+		if !released(unused) {
+			t.Fatalf("n=%d: %d buffers released before gRPC freed the message, want the unused one", n, len(cp.put))
+		}
+		// gRPC's transport holds its own reference while it writes.
+		out.Ref()
+		out.Free()
+		if !released(unused) {
+			t.Fatalf("n=%d: a buffer went back while the transport still held it", n)
+		}
+		out.Free()
+		if !released(unused, a, b) {
+			t.Fatalf("n=%d: %d buffers released after gRPC freed the message, want 3", n, len(cp.put))
+		}
+	}
+}

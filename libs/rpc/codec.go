@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"slices"
 
 	"google.golang.org/grpc/encoding"
 	"google.golang.org/grpc/mem"
@@ -33,6 +34,12 @@ func (codec) Marshal(v any) (mem.BufferSlice, error) {
 		return nil, fmt.Errorf("rpc codec: cannot marshal %T: not a proto.Message", v)
 	}
 	if a, ok := v.(aliasMarshaler); ok {
+		var pooled [][]byte
+		if pm, ok := v.(pooledMarshaler); ok {
+			// The codec owns these from here: each goes back to the pool
+			// once nothing of gRPC's refers to it any more.
+			pooled = slices.Clone(pm.PooledParts())
+		}
 		parts := a.MarshalAlias()
 		size := 0
 		for _, p := range parts {
@@ -43,12 +50,29 @@ func (codec) Marshal(v any) (mem.BufferSlice, error) {
 			// its frames anyway, a marshal buffer would be one more copy.
 			out := make(mem.BufferSlice, 0, len(parts))
 			for _, p := range parts {
-				if len(p) > 0 {
-					out = append(out, mem.SliceBuffer(p))
+				if len(p) == 0 {
+					continue
 				}
+				if i := samePart(pooled, p); i >= 0 {
+					// A reference-counted buffer: gRPC frees it when the
+					// send path and the transport (which writes it into
+					// its frames later, from its own goroutine) are both
+					// done with it, and only then does it return to the
+					// pool. A part below gRPC's pooling threshold is a
+					// plain slice the garbage collector reclaims.
+					b := pooled[i]
+					pooled[i] = nil
+					bp := &b
+					out = append(out, mem.NewBuffer(bp, partsPool))
+					continue
+				}
+				out = append(out, mem.SliceBuffer(p))
 			}
+			releaseParts(pooled) // not among the parts: nothing refers to them
 			return out, nil
 		}
+		// The copying path below takes the bytes out of them.
+		defer releaseParts(pooled)
 	}
 	size := proto.Size(m)
 	if mem.IsBelowBufferPoolingThreshold(size) {
@@ -92,6 +116,53 @@ type recordsUnmarshaler interface {
 type aliasMarshaler interface {
 	MarshalAlias() [][]byte
 }
+
+// pooledMarshaler is an aliasMarshaler some of whose parts are transport
+// pool buffers (NewPooledBytes) the message hands to the codec with itself:
+// a leader's replica fetch answer, whose batches are read into one. The
+// codec gives them back to the pool once gRPC has written them into its
+// frames (or at once when it copies the message), so each answer reuses
+// the buffer of an earlier one instead of allocating for the garbage
+// collector.
+type pooledMarshaler interface {
+	// PooledParts returns those buffers, each exactly as MarshalAlias
+	// returns it and starting at its pool buffer's start (as
+	// NewPooledBytes returns it). Marshal owns them from the call on: the
+	// caller must not use the message after sending it, nor send it
+	// twice.
+	PooledParts() [][]byte
+}
+
+// NewPooledBytes returns an empty slice with room for n bytes from the
+// transport pool: a buffer a pooledMarshaler fills and hands to the codec
+// (PooledParts). Not handing it back is always safe; the garbage collector
+// then reclaims it.
+func NewPooledBytes(n int) []byte { return (*transportPool.Get(n))[:0] }
+
+// samePart returns the index of the buffer in pooled that is part (the
+// same bytes: start and length), -1 for none.
+func samePart(pooled [][]byte, part []byte) int {
+	for i, b := range pooled {
+		if len(b) == len(part) && len(b) > 0 && &b[0] == &part[0] {
+			return i
+		}
+	}
+	return -1
+}
+
+// releaseParts gives the buffers of a pooledMarshaler back to the pool
+// (nil entries are skipped).
+func releaseParts(pooled [][]byte) {
+	for i := range pooled {
+		if pooled[i] != nil {
+			partsPool.Put(&pooled[i])
+		}
+	}
+}
+
+// partsPool is where the codec returns a pooledMarshaler's buffers: the
+// transport pool (a test counts them instead).
+var partsPool mem.BufferPool = transportPool
 
 // pooledUnmarshaler is a receive target that decodes by aliasing a buffer
 // of the transport pool and keeps that buffer, so its receiver can give it

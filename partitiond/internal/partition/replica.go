@@ -121,6 +121,14 @@ func (p *Partition) Changed() (log, hwm <-chan struct{}) {
 	return p.log.Changed(), p.hwmChanged.wait()
 }
 
+// DurableChanged returns a channel closed at the next advance of this
+// partition's durable end (or a truncation, a fence, the log's close): a
+// leader's long poll for the few partitions of
+// one fetch, which the node-wide Node.DurableChanged also wakes for every
+// other partition's group commit (on a node that leads some partitions and
+// follows the rest, most of them).
+func (p *Partition) DurableChanged() <-chan struct{} { return p.log.Changed() }
+
 // DurableEnd returns the offset below which the log is durable.
 func (p *Partition) DurableEnd() uint64 { return p.log.DurableEnd() }
 
@@ -143,10 +151,17 @@ func (p *Partition) EndOffsetForEpoch(e uint64) (epoch, end uint64, ok bool) {
 // up to the durable end (see seglog.Log.ReadBatches): what a leader sends
 // its followers.
 func (p *Partition) ReadBatches(lifecycleEpoch, from uint64, maxBytes int) (raw []byte, next uint64, err error) {
+	return p.ReadBatchesInto(lifecycleEpoch, from, maxBytes, nil)
+}
+
+// ReadBatchesInto is ReadBatches reading into a buffer from get (see
+// seglog.Log.ReadBatchesInto): a leader's fetch answer in a transport pool
+// buffer.
+func (p *Partition) ReadBatchesInto(lifecycleEpoch, from uint64, maxBytes int, get func(n int) []byte) (raw []byte, next uint64, err error) {
 	if err := p.check(lifecycleEpoch); err != nil {
 		return nil, from, err
 	}
-	raw, next, err = p.log.ReadBatches(from, maxBytes)
+	raw, next, err = p.log.ReadBatchesInto(from, maxBytes, get)
 	return raw, next, p.storageErr(err)
 }
 

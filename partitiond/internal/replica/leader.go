@@ -285,15 +285,28 @@ func (m *Manager) Serve(stream partitionv1.PartitionService_ReplicaFetchServer) 
 			return errcode.PeerRoleForbidden.New("replica id does not match the caller's certificate",
 				"replica_id", req.GetReplicaId(), "certificate", id.String())
 		}
-		resp, err := m.answer(ctx, req)
+		resp, pooled, err := m.answer(ctx, req)
 		if err != nil {
 			return err
 		}
-		if err := stream.Send(resp); err != nil {
+		// The codec takes the answer's pooled batch buffers and gives them
+		// back once gRPC has written them; resp is not used after this.
+		if err := stream.SendMsg(&pooledAnswer{ReplicaFetchResponse: resp, pooled: pooled}); err != nil {
 			return err
 		}
 	}
 }
+
+// pooledAnswer is a fetch answer whose batches were read into transport
+// pool buffers (rpc.NewPooledBytes): rpc's codec marshals the batches as
+// they are and returns the buffers to the pool once gRPC has sent them.
+type pooledAnswer struct {
+	*partitionv1.ReplicaFetchResponse
+	pooled [][]byte
+}
+
+// PooledParts hands the batch buffers to rpc's codec.
+func (a *pooledAnswer) PooledParts() [][]byte { return a.pooled }
 
 type fetchItem struct {
 	ls     *leaderState
@@ -306,11 +319,14 @@ type fetchItem struct {
 // answer serves one fetch request: progress first (it may move the HWM),
 // then the batches after each follower offset, long-polling while there
 // are none.
-func (m *Manager) answer(ctx context.Context, req *partitionv1.ReplicaFetchRequest) (*partitionv1.ReplicaFetchResponse, error) {
+//
+// The batches of each partition are read into a transport pool buffer;
+// pooled lists them for the codec (see pooledAnswer).
+func (m *Manager) answer(ctx context.Context, req *partitionv1.ReplicaFetchRequest) (resp *partitionv1.ReplicaFetchResponse, pooled [][]byte, err error) {
 	now := m.cfg.Now()
 	replica := req.GetReplicaId()
 	items := make([]*fetchItem, 0, len(req.GetPartitions()))
-	resp := &partitionv1.ReplicaFetchResponse{}
+	resp = &partitionv1.ReplicaFetchResponse{}
 	for _, p := range req.GetPartitions() {
 		it := &fetchItem{req: p, offset: p.GetFetchOffset(),
 			out: &partitionv1.ReplicaFetchPartitionData{Topic: p.GetTopic(), Partition: p.GetPartition()}}
@@ -338,8 +354,10 @@ func (m *Manager) answer(ctx context.Context, req *partitionv1.ReplicaFetchReque
 			timer.Stop()
 		}
 	}()
+	var changed []<-chan struct{}
 	for {
-		changed := m.cfg.Node.DurableChanged()
+		// Taken before the reads: an advance after them closes these.
+		changed = m.durableChanged(items, changed[:0])
 		total, any := 0, false
 		for _, it := range items {
 			if it.done {
@@ -350,7 +368,7 @@ func (m *Manager) answer(ctx context.Context, req *partitionv1.ReplicaFetchReque
 			if room <= 0 {
 				break
 			}
-			raw, _, err := it.ls.part.ReadBatches(it.ls.lifecycle, it.offset, room)
+			raw, _, err := it.ls.part.ReadBatchesInto(it.ls.lifecycle, it.offset, room, rpc.NewPooledBytes)
 			if err == nil {
 				// Checked after the read: a long poll can outlive the
 				// leadership it was checked under, and a node that stopped
@@ -370,6 +388,7 @@ func (m *Manager) answer(ctx context.Context, req *partitionv1.ReplicaFetchReque
 			}
 			if len(raw) > 0 {
 				it.out.Batches = raw
+				pooled = append(pooled, raw)
 				total += len(raw)
 				any = true
 			}
@@ -383,19 +402,76 @@ func (m *Manager) answer(ctx context.Context, req *partitionv1.ReplicaFetchReque
 		}
 		if any || wait <= 0 {
 			m.cfg.Metrics.served(total)
-			return resp, nil
+			return resp, pooled, nil
 		}
 		if timer == nil {
 			timer = time.NewTimer(wait)
 		}
-		select {
-		case <-changed:
-		case <-timer.C:
+		switch waitAny(changed, timer.C, ctx.Done()) {
+		case waitTimer:
 			wait = 0
-		case <-ctx.Done():
-			return nil, ctx.Err()
+		case waitDone:
+			return nil, nil, ctx.Err()
 		}
 	}
+}
+
+// maxWaitPartitions is how many partitions a long poll waits on one by one;
+// a fetch for more waits for any durable advance on the node.
+const maxWaitPartitions = 3
+
+// durableChanged returns (appended to chs) the channels closed at the next
+// durable advance of the partitions items still wait for: the partitions'
+// own, so a long poll sleeps through the group commits of every other
+// partition on this node (a node leading some partitions follows the rest,
+// and each of its followers' appends used to wake every long poll it
+// served), or the node's when there are many.
+func (m *Manager) durableChanged(items []*fetchItem, chs []<-chan struct{}) []<-chan struct{} {
+	for _, it := range items {
+		if it.done || it.ls == nil {
+			continue
+		}
+		if len(chs) == maxWaitPartitions {
+			return append(chs[:0], m.cfg.Node.DurableChanged())
+		}
+		chs = append(chs, it.ls.part.DurableChanged())
+	}
+	if len(chs) == 0 {
+		chs = append(chs, m.cfg.Node.DurableChanged())
+	}
+	return chs
+}
+
+const (
+	waitChanged = iota
+	waitTimer
+	waitDone
+)
+
+// waitAny waits until one of chs (1 to maxWaitPartitions channels) is
+// closed, timer fires or done is closed.
+func waitAny(chs []<-chan struct{}, timer <-chan time.Time, done <-chan struct{}) int {
+	var a, b, c <-chan struct{} // nil channels never fire
+	switch len(chs) {
+	case 3:
+		c = chs[2]
+		fallthrough
+	case 2:
+		b = chs[1]
+		fallthrough
+	case 1:
+		a = chs[0]
+	}
+	select {
+	case <-a:
+	case <-b:
+	case <-c:
+	case <-timer:
+		return waitTimer
+	case <-done:
+		return waitDone
+	}
+	return waitChanged
 }
 
 // check resolves one requested partition: this node must lead it at the

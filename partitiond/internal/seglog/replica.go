@@ -22,11 +22,26 @@ import (
 // many as fit in maxBytes. next is the offset after the last batch returned
 // (from when none). The bytes are a fresh copy owned by the caller.
 func (l *Log) ReadBatches(from uint64, maxBytes int) (raw []byte, next uint64, err error) {
+	return l.ReadBatchesInto(from, maxBytes, nil)
+}
+
+// ReadBatchesInto is ReadBatches copying the batches into a buffer from
+// get (nil: a fresh allocation). get(n) returns an empty slice with room
+// for at least n bytes, n being what the durable bytes after from (at most
+// maxBytes) need; raw then starts at that buffer's start and is the
+// caller's as ReadBatches' bytes are. Only when the answer outgrows it (a
+// first batch larger than maxBytes, or a read across segments) does append
+// move raw to a fresh allocation, and the buffer is dropped. A leader
+// answering a follower's fetch reads into a transport pool buffer that
+// goes back to the pool once gRPC has sent it: the growing slice of
+// ReadBatches (growslice and its copies) and the garbage of every answer
+// were about 7 % of the one-process replication profile at 1 KiB.
+func (l *Log) ReadBatchesInto(from uint64, maxBytes int, get func(n int) []byte) (raw []byte, next uint64, err error) {
 	if maxBytes <= 0 {
 		maxBytes = math.MaxInt
 	}
 	for range 100 {
-		raw, next, err = l.readBatches(from, maxBytes)
+		raw, next, err = l.readBatches(from, maxBytes, get)
 		if err != errRetired {
 			return raw, next, err
 		}
@@ -34,8 +49,13 @@ func (l *Log) ReadBatches(from uint64, maxBytes int) (raw []byte, next uint64, e
 	return nil, from, errcode.StorageUnavailable.New("segments changed during every read attempt", "dir", l.cfg.Dir)
 }
 
-func (l *Log) readBatches(from uint64, maxBytes int) ([]byte, uint64, error) {
+func (l *Log) readBatches(from uint64, maxBytes int, get func(n int) []byte) ([]byte, uint64, error) {
 	var out []byte
+	if get != nil {
+		if n := l.durableBytesAfter(from, maxBytes); n > 0 {
+			out = get(n)[:0]
+		}
+	}
 	next := from
 	chunk := smallChunk
 	if maxBytes >= largeChunk {
@@ -58,6 +78,29 @@ func (l *Log) readBatches(from uint64, maxBytes int) ([]byte, uint64, error) {
 		return nil, from, err
 	}
 	return out, next, nil
+}
+
+// durableBytesAfter returns how many bytes a read of the batches from
+// offset from needs, at most maxBytes: the durable bytes of the active
+// segment from the indexed batch at or before from (an upper bound: batches
+// before from are skipped), maxBytes when from lies in an older segment
+// (the read may cross segments), 0 when nothing after from is durable.
+func (l *Log) durableBytesAfter(from uint64, maxBytes int) int {
+	d := l.durable.Load()
+	if d == nil || d.seg == nil || from >= d.end {
+		return 0
+	}
+	s := d.seg
+	if from < s.base {
+		return maxBytes
+	}
+	s.mu.RLock()
+	start := s.lookupLocked(from)
+	s.mu.RUnlock()
+	if d.pos <= start {
+		return 0
+	}
+	return int(min(int64(maxBytes), d.pos-start))
 }
 
 // SplitBatches calls fn for each stored batch in raw (as ReadBatches returns

@@ -359,3 +359,49 @@ func TestTruncateCrashSweep(t *testing.T) {
 	}
 	t.Logf("%d file operations, %d crash points", total, points)
 }
+
+// TestReadBatchesInto: reading into the caller's buffer returns what
+// ReadBatches returns, starting at that buffer's start, with a buffer
+// asked for no larger than maxBytes nor than the durable bytes after from.
+func TestReadBatchesInto(t *testing.T) {
+	e := newEnv(t)
+	l := e.open(t)
+	defer l.Close()
+	appendEpochs(t, l, []uint64{1}, []int{20}, 300)
+	for _, c := range []struct {
+		from     uint64
+		maxBytes int
+	}{{0, 1 << 20}, {7, 1 << 20}, {7, 1000}, {19, 1 << 20}, {0, 1}, {20, 1 << 20}} {
+		want, wantNext, err := l.ReadBatches(c.from, c.maxBytes)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var asked []int
+		var buf []byte
+		got, next, err := l.ReadBatchesInto(c.from, c.maxBytes, func(n int) []byte {
+			asked = append(asked, n)
+			buf = make([]byte, 0, n)
+			return buf
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, want) || next != wantNext {
+			t.Fatalf("from %d max %d: ReadBatchesInto differs from ReadBatches", c.from, c.maxBytes)
+		}
+		if len(want) == 0 {
+			if len(asked) != 0 {
+				t.Fatalf("from %d: asked for a buffer with nothing to read", c.from)
+			}
+			continue
+		}
+		if len(asked) != 1 || asked[0] > c.maxBytes {
+			t.Fatalf("from %d max %d: asked for %v", c.from, c.maxBytes, asked)
+		}
+		// A first batch larger than maxBytes outgrows the buffer;
+		// otherwise the answer is in it.
+		if len(want) <= asked[0] && &got[0] != &buf[:1][0] {
+			t.Fatalf("from %d max %d: the answer is not in the buffer asked for (%d bytes)", c.from, c.maxBytes, asked[0])
+		}
+	}
+}

@@ -1,6 +1,8 @@
 package partitionv1
 
 import (
+	"unicode/utf8"
+
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 )
@@ -111,21 +113,20 @@ func unmarshalAliasing(b []byte, m proto.Message, num protowire.Number, set func
 // proto.Marshal's output: every partition's Batches is a part of its own,
 // not copied (libs/rpc's codec hands the parts to gRPC, which copies them
 // into its frames; a marshal buffer would be one more copy of every
-// replicated byte). The other fields go through proto.Marshal of a message
-// without the batches; a field added to ReplicaFetchPartitionData must be
-// copied there (TestReplicaFetchResponseMarshalAlias fails until it is).
+// replicated byte). The other fields are encoded by appendPartitionHead; a
+// field added to ReplicaFetchPartitionData must be added there
+// (TestReplicaFetchResponseMarshalAlias fails until it is).
 // The batches must not change until gRPC has sent them (a server's answer
 // is not touched after its handler returns).
 func (x *ReplicaFetchResponse) MarshalAlias() [][]byte {
 	var parts [][]byte
-	var small []byte
+	var small, head []byte
 	for _, p := range x.Partitions {
-		head, err := proto.Marshal(&ReplicaFetchPartitionData{Topic: p.Topic, Partition: p.Partition, Error: p.Error,
-			HighWatermark: p.HighWatermark, LogStartOffset: p.LogStartOffset, LogEndOffset: p.LogEndOffset,
-			LeaderEpoch: p.LeaderEpoch, Diverging: p.Diverging})
-		if err != nil {
-			// Not reachable for these field types; the codec's copying path
-			// reports whatever proto.Marshal does.
+		var ok bool
+		head, ok = appendPartitionHead(head[:0], p)
+		if !ok {
+			// A topic that is not UTF-8: the codec's copying path reports
+			// proto.Marshal's error.
 			return nil
 		}
 		unknown := p.ProtoReflect().GetUnknown()
@@ -146,4 +147,49 @@ func (x *ReplicaFetchResponse) MarshalAlias() [][]byte {
 	}
 	small = append(small, x.ProtoReflect().GetUnknown()...)
 	return append(parts, small)
+}
+
+// appendPartitionHead appends p's fields other than Batches and its unknown
+// fields to b as proto.Marshal encodes them (in field number order, proto3
+// zero values left out), by hand: proto.Marshal of a copy of them was most
+// of MarshalAlias's cost, once per partition of every fetch answer. ok is
+// false for a topic that is not valid UTF-8, which proto.Marshal refuses.
+func appendPartitionHead(b []byte, p *ReplicaFetchPartitionData) (_ []byte, ok bool) {
+	if p.Topic != "" {
+		if !utf8.ValidString(p.Topic) {
+			return b, false
+		}
+		b = protowire.AppendTag(b, 1, protowire.BytesType)
+		b = protowire.AppendString(b, p.Topic)
+	}
+	if p.Partition != 0 {
+		b = protowire.AppendTag(b, 2, protowire.VarintType)
+		b = protowire.AppendVarint(b, uint64(int64(p.Partition))) // int32: sign-extended
+	}
+	if p.Error != nil {
+		m, err := proto.Marshal(p.Error)
+		if err != nil {
+			return b, false
+		}
+		b = protowire.AppendTag(b, 3, protowire.BytesType)
+		b = protowire.AppendBytes(b, m)
+	}
+	for _, f := range [...]struct {
+		num protowire.Number
+		v   uint64
+	}{{4, p.HighWatermark}, {5, p.LogStartOffset}, {6, p.LogEndOffset}, {7, p.LeaderEpoch}} {
+		if f.v != 0 {
+			b = protowire.AppendTag(b, f.num, protowire.VarintType)
+			b = protowire.AppendVarint(b, f.v)
+		}
+	}
+	if p.Diverging != nil {
+		m, err := proto.Marshal(p.Diverging)
+		if err != nil {
+			return b, false
+		}
+		b = protowire.AppendTag(b, 8, protowire.BytesType)
+		b = protowire.AppendBytes(b, m)
+	}
+	return b, true
 }

@@ -138,6 +138,8 @@ func TestReplicaFetchResponseMarshalAlias(t *testing.T) {
 		{},
 		{Partitions: []*ReplicaFetchPartitionData{full}},
 		{Partitions: []*ReplicaFetchPartitionData{{Topic: "empty", HighWatermark: 1}, full, withUnknown, {Topic: "w", Batches: []byte("c")}}},
+		// Negative int32, an empty nested message, zero values.
+		{Partitions: []*ReplicaFetchPartitionData{{Partition: -3, Diverging: &DivergingEpoch{}, Error: &commonv1.Error{}}, {}}},
 		top,
 	} {
 		want, err := proto.Marshal(m)
