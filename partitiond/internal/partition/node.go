@@ -59,8 +59,11 @@ type Node struct {
 	closed  bool
 
 	storageFailures atomic.Uint64
-	compactMu       sync.Mutex
-	compactRuns     map[[2]string]uint64
+	// dropped counts the page-cache bytes the logs gave back: [0] after
+	// writes, [1] after reads (seglog.Config.OnDrop).
+	dropped     [2]atomic.Uint64
+	compactMu   sync.Mutex
+	compactRuns map[[2]string]uint64
 
 	loopStop context.CancelFunc
 	loopDone chan struct{}
@@ -257,6 +260,7 @@ func (n *Node) openPartition(m statestore.Meta) (*Partition, error) {
 		OnFence:     p.onFence,
 		OnDurable:   n.durable.fire,
 		OnSync:      func(d time.Duration) { n.fsync.Observe(d.Seconds()) },
+		OnDrop:      n.onDrop,
 	})
 	if err != nil {
 		return nil, withPartition(err, m.Topic, m.Partition)

@@ -53,8 +53,12 @@ type NodeStats struct {
 	Fsyncs          uint64
 	SyncRounds      uint64
 	StorageFailures uint64
-	Compactions     []CompactionCount
-	Partitions      []PartitionStats
+	// DroppedWritten and DroppedRead are the page-cache bytes the logs gave
+	// back after writing and after reading them (segment_cache_window).
+	DroppedWritten uint64
+	DroppedRead    uint64
+	Compactions    []CompactionCount
+	Partitions     []PartitionStats
 }
 
 // Stats returns a point-in-time snapshot (series of deleted partitions
@@ -100,6 +104,7 @@ func (n *Node) Stats() NodeStats {
 	st.ActiveReaders = cs.ActiveReaders
 	st.SyncRounds = n.syncer.Rounds()
 	st.StorageFailures = n.storageFailures.Load()
+	st.DroppedWritten, st.DroppedRead = n.dropped[0].Load(), n.dropped[1].Load()
 	n.compactMu.Lock()
 	for k, v := range n.compactRuns {
 		st.Compactions = append(st.Compactions, CompactionCount{Result: k[0], Reason: k[1], Count: v})
@@ -110,6 +115,15 @@ func (n *Node) Stats() NodeStats {
 		return a.Result < b.Result || a.Result == b.Result && a.Reason < b.Reason
 	})
 	return st
+}
+
+// onDrop counts page-cache bytes a log gave back (seglog.Config.OnDrop).
+func (n *Node) onDrop(read bool, b int64) {
+	i := 0
+	if read {
+		i = 1
+	}
+	n.dropped[i].Add(uint64(b))
 }
 
 // Collector exposes NodeStats as the spec's metrics (prefix strata_).
@@ -135,6 +149,9 @@ var (
 	descCHit    = prometheus.NewDesc("strata_storage_segment_cache_hits", "Segment reader cache hits.", nil, nil)
 	descCMiss   = prometheus.NewDesc("strata_storage_segment_cache_misses", "Segment reader cache misses.", nil, nil)
 	descCEvict  = prometheus.NewDesc("strata_storage_segment_cache_evictions", "Segment reader cache evictions.", nil, nil)
+	descDropped = prometheus.NewDesc("strata_storage_page_cache_dropped_bytes_total",
+		"Bytes of segment files whose page-cache pages the partition logs gave back to the kernel (segment_cache_window); reason write: after they were written and synced, read: after a read of them.",
+		[]string{"reason"}, nil)
 	descCompact = prometheus.NewDesc("strata_broker_log_compaction_runs_total", "Completed, skipped or failed compaction passes.", []string{"result", "reason"}, nil)
 )
 
@@ -150,7 +167,7 @@ func newFsyncHistogram() prometheus.Histogram {
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	newFsyncHistogram().Describe(ch)
 	for _, d := range []*prometheus.Desc{descStart, descEnd, descHWM, descHandl, descSegs, descBytes, descPending,
-		descReaders, descStatF, descCEnt, descCHit, descCMiss, descCEvict, descCompact} {
+		descReaders, descStatF, descCEnt, descCHit, descCMiss, descCEvict, descDropped, descCompact} {
 		ch <- d
 	}
 }
@@ -182,6 +199,8 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	count(descCHit, st.SegmentCacheHits)
 	count(descCMiss, st.SegmentCacheMisses)
 	count(descCEvict, st.SegmentCacheEvicts)
+	ch <- prometheus.MustNewConstMetric(descDropped, prometheus.CounterValue, float64(st.DroppedWritten), "write")
+	ch <- prometheus.MustNewConstMetric(descDropped, prometheus.CounterValue, float64(st.DroppedRead), "read")
 	for _, cc := range st.Compactions {
 		ch <- prometheus.MustNewConstMetric(descCompact, prometheus.CounterValue, float64(cc.Count), cc.Result, cc.Reason)
 	}

@@ -73,6 +73,10 @@ type Config struct {
 	// after they are written, and after a read (pagecache.go). 0 leaves the
 	// page cache to the kernel.
 	CacheWindow int64
+	// OnDrop, when set, is called with the bytes given back to the kernel
+	// (CacheWindow): read says the pages were dropped after a read, not
+	// after being written. It must not block.
+	OnDrop func(read bool, n int64)
 	// VerifyAll makes Open check the CRC of every batch of every segment,
 	// not only the part after the last checkpoint.
 	VerifyAll bool

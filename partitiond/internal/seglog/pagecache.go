@@ -63,7 +63,15 @@ func (l *Log) dropBehind(m *mark) {
 		return
 	}
 	if m.seg.w.dropCache(d.pos, to-d.pos) {
+		l.dropped(false, to-d.pos)
 		d.pos = to
+	}
+}
+
+// dropped reports n bytes given back (Config.OnDrop).
+func (l *Log) dropped(read bool, n int64) {
+	if l.cfg.OnDrop != nil && n > 0 {
+		l.cfg.OnDrop(read, n)
 	}
 }
 
@@ -86,22 +94,24 @@ func (l *Log) dropClosed(from *seg, pos int64, upTo *seg) {
 			continue
 		}
 		if f, err := l.cfg.FS.Open(s.path); err == nil {
-			_ = f.DropCache(start, size-start)
+			if f.DropCache(start, size-start) == nil {
+				l.dropped(false, size-start)
+			}
 			_ = f.Close()
 		}
 	}
 }
 
 // dropCache drops [off, off+n) of the active segment's pages; false when
-// the file was closed meanwhile (a roll: dropClosed takes over).
+// the file was closed meanwhile (a roll: dropClosed takes over) or the drop
+// failed (it is tried again with the next step).
 func (w *writer) dropCache(off, n int64) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.closed {
 		return false
 	}
-	_ = w.f.DropCache(off, n)
-	return true
+	return w.f.DropCache(off, n) == nil
 }
 
 // coldFrom returns the position in segment s from which its bytes are
@@ -125,12 +135,13 @@ func (l *Log) coldFrom(s, next *seg, d *mark, end int64) int64 {
 // coldReads drops, after a walk read them, the pages of the bytes of a
 // segment below cold, in steps of at least dropStep.
 type coldReads struct {
+	l              *Log
 	f              fsys.File
 	cold, from, to int64
 }
 
-func newColdReads(f fsys.File, cold, pos int64) coldReads {
-	return coldReads{f: f, cold: cold, from: pos &^ (pageSize - 1)}
+func (l *Log) newColdReads(f fsys.File, cold, pos int64) coldReads {
+	return coldReads{l: l, f: f, cold: cold, from: pos &^ (pageSize - 1)}
 }
 
 // read notes that [pos, pos+n) was read.
@@ -147,7 +158,9 @@ func (c *coldReads) read(pos, n int64) {
 // flush drops what was read of the cold part and not dropped yet.
 func (c *coldReads) flush() {
 	if to := c.to &^ (pageSize - 1); to > c.from {
-		_ = c.f.DropCache(c.from, to-c.from)
+		if c.f.DropCache(c.from, to-c.from) == nil {
+			c.l.dropped(true, to-c.from)
+		}
 		c.from = to
 	}
 }

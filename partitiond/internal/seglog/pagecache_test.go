@@ -50,6 +50,25 @@ func paths(l *Log) (p []string, size []int64) {
 	return p, size
 }
 
+// total sums the lengths of spans.
+func total(spans [][2]int64) (n int64) {
+	for _, s := range spans {
+		n += s[1] - s[0]
+	}
+	return n
+}
+
+// onDrop returns a Config.OnDrop that sums what it is told into written and read.
+func onDrop(written, read *int64) func(bool, int64) {
+	return func(r bool, n int64) {
+		if r {
+			*read += n
+		} else {
+			*written += n
+		}
+	}
+}
+
 // take returns the recorded drops (sorted per path) and forgets them.
 func (r *dropRecorder) take() map[string][][2]int64 {
 	r.mu.Lock()
@@ -90,7 +109,8 @@ func TestDropBehindAppends(t *testing.T) {
 	e := newEnv(t)
 	rec := e.recorded()
 	const win = 1 << 20
-	l := e.open(t, func(c *Config) { c.SegmentBytes = 4 << 20; c.CacheWindow = win })
+	var written, read int64
+	l := e.open(t, func(c *Config) { c.SegmentBytes = 4 << 20; c.CacheWindow = win; c.OnDrop = onDrop(&written, &read) })
 	defer l.Close()
 	appendN(t, l, 320, 32<<10) // ≈ 10 MiB: two closed segments and the active one
 
@@ -115,6 +135,13 @@ func TestDropBehindAppends(t *testing.T) {
 	if got%pageSize != 0 {
 		t.Fatalf("drop end %d not page aligned", got)
 	}
+	var sum int64
+	for _, spans := range drops {
+		sum += total(spans)
+	}
+	if written != sum || read != 0 {
+		t.Fatalf("OnDrop reported %d written, %d read; the drops cover %d", written, read, sum)
+	}
 	readAll(t, l, 0, 32<<10)
 }
 
@@ -130,9 +157,11 @@ func TestColdReadsDropPages(t *testing.T) {
 		t.Fatal(err)
 	}
 	rec := e.recorded()
-	l = e.open(t, func(c *Config) { c.SegmentBytes = 64 << 20; c.CacheWindow = win })
+	var written, read int64
+	l = e.open(t, func(c *Config) { c.SegmentBytes = 64 << 20; c.CacheWindow = win; c.OnDrop = onDrop(&written, &read) })
 	defer l.Close()
 	rec.take() // recovery's reads
+	read = 0
 	readAll(t, l, 0, 32<<10)
 
 	ps, _ := paths(l)
@@ -141,6 +170,9 @@ func TestColdReadsDropPages(t *testing.T) {
 	got := covered(t, ps[0], drops[ps[0]])
 	if got > d.pos-win || got < d.pos-win-pageSize {
 		t.Fatalf("reads dropped up to %d; want the page below %d (durable pos %d)", got, d.pos-win, d.pos)
+	}
+	if sum := total(drops[ps[0]]); read != sum || written != 0 {
+		t.Fatalf("OnDrop reported %d read, %d written; the drops cover %d", read, written, sum)
 	}
 }
 

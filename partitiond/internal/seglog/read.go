@@ -157,7 +157,7 @@ func (l *Log) walkSegment(s *seg, pos, end, cold int64, limit uint64, chunk int,
 		return false, errcode.StorageUnavailable.New("open segment: "+err.Error(), "segment", s.path)
 	}
 	defer l.cfg.Cache.release(e)
-	drops := newColdReads(e.f, cold, pos)
+	drops := l.newColdReads(e.f, cold, pos)
 	defer drops.flush()
 	pool := &smallBufs
 	if need := min(int64(chunk), end-pos); need > smallChunk {
