@@ -107,21 +107,6 @@ func (s *service) Append(ctx context.Context, req *partitionv1.AppendRequest) (_
 	return s.appendResponse(pa), nil
 }
 
-// pooledRequest is a produce request whose record set aliases a transport
-// pool buffer (rpc's codec decodes a large request so: UnmarshalPooled),
-// which Produce gives back once the batch is written.
-type pooledRequest struct {
-	*partitionv1.ProduceRequest
-	buf rpc.Buffer
-}
-
-// UnmarshalPooled is called by rpc's codec with the request's encoding in
-// buf.
-func (r *pooledRequest) UnmarshalPooled(b []byte, buf rpc.Buffer) error {
-	r.buf = buf
-	return r.UnmarshalAlias(b)
-}
-
 // Produce serves a pipelined stream: requests are written to their logs in
 // the order they arrive (so one producer's batches keep their order), and
 // each acknowledgement is sent when the group-commit fdatasync covering it
@@ -155,11 +140,11 @@ func (s *service) Produce(stream grpc.BidiStreamingServer[partitionv1.ProduceReq
 	var recvErr error
 	for {
 		// Over gRPC a large request is decoded into a transport pool
-		// buffer the message keeps (pooledRequest), given back below once
+		// buffer the message aliases (rpc.Pooled), given back below once
 		// its batch is written, instead of a fresh allocation per batch.
-		pr := &pooledRequest{ProduceRequest: &partitionv1.ProduceRequest{}}
+		pr := &rpc.Pooled[*partitionv1.ProduceRequest]{Msg: &partitionv1.ProduceRequest{}}
 		err := stream.RecvMsg(pr)
-		msg := pr.ProduceRequest
+		msg := pr.Msg
 		if err != nil {
 			if !errors.Is(err, io.EOF) {
 				recvErr = err
@@ -190,7 +175,7 @@ func (s *service) Produce(stream grpc.BidiStreamingServer[partitionv1.ProduceReq
 			req.Records = nil
 		default: // over gRPC: the pool buffer, if the codec used one
 			req.Records = nil
-			pr.buf.Release()
+			pr.Buf.Release()
 		}
 		if err != nil {
 			out <- produceError(id, err)

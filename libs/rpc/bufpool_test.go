@@ -157,17 +157,6 @@ func frames(enc []byte) mem.BufferSlice {
 	return s
 }
 
-// pooledAnswer is a receive target as partitiond's follower uses one.
-type pooledAnswer struct {
-	*partitionv1.ReplicaFetchResponse
-	buf Buffer
-}
-
-func (a *pooledAnswer) UnmarshalPooled(b []byte, buf Buffer) error {
-	a.buf = buf
-	return a.UnmarshalAlias(b)
-}
-
 // TestCodecPooledTarget: a large message decodes into one pool buffer the
 // target keeps (its batches inside it, not in the transport's frames) and
 // Release gives back, so the next one of its size class reuses it; a small
@@ -178,32 +167,32 @@ func TestCodecPooledTarget(t *testing.T) {
 			{Topic: "t", Partition: 1, HighWatermark: 5, Batches: bytes.Repeat([]byte{byte(i)}, n)},
 			{Topic: "u", Batches: bytes.Repeat([]byte{byte(i + 1)}, n/2)}}}
 		enc, _ := proto.Marshal(in)
-		out := &pooledAnswer{ReplicaFetchResponse: &partitionv1.ReplicaFetchResponse{}}
+		out := &Pooled[*partitionv1.ReplicaFetchResponse]{Msg: &partitionv1.ReplicaFetchResponse{}}
 		if err := (codec{}).Unmarshal(frames(enc), out); err != nil {
 			t.Fatal(err)
 		}
 		for j := range enc { // the frames are reused by the transport
 			enc[j] = 0xFF
 		}
-		if !proto.Equal(in, out.ReplicaFetchResponse) {
+		if !proto.Equal(in, out.Msg) {
 			t.Fatalf("n=%d: round trip differs", n)
 		}
 		if n < aliasMin {
-			if out.buf.p != nil {
+			if out.Buf.p != nil {
 				t.Fatalf("n=%d: a small message holds a pool buffer", n)
 			}
 			continue
 		}
-		bp := out.buf.p
+		bp := out.Buf.p
 		if bp == nil || len(*bp) != len(enc) {
 			t.Fatalf("n=%d: no pool buffer of the message's size", n)
 		}
-		if indexOf(*bp, out.Partitions[0].Batches) < 0 || indexOf(*bp, out.Partitions[1].Batches) < 0 {
+		if indexOf(*bp, out.Msg.Partitions[0].Batches) < 0 || indexOf(*bp, out.Msg.Partitions[1].Batches) < 0 {
 			t.Fatalf("n=%d: batches do not alias the pool buffer", n)
 		}
-		out.buf.Release()
-		out.buf.Release() // the same Buffer released again holds nothing
-		if out.buf.p != nil {
+		out.Buf.Release()
+		out.Buf.Release() // the same Buffer released again holds nothing
+		if out.Buf.p != nil {
 			t.Fatal("Release kept the buffer")
 		}
 	}

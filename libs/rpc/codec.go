@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/mem"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
 )
 
 // codec is the protobuf codec of every internal connection. It is gRPC's
@@ -175,6 +176,29 @@ type pooledUnmarshaler interface {
 	// UnmarshalPooled decodes b, which is buf's content; buf belongs to
 	// the target from then on, also when it fails.
 	UnmarshalPooled(b []byte, buf Buffer) error
+}
+
+// Pooled is the pooledUnmarshaler receive target (stream.RecvMsg(&p)) for a
+// message type that decodes by aliasing its input: a message of at least
+// aliasMin bytes is decoded into a transport pool buffer that Msg aliases
+// and Buf holds, for the receiver to Release once nothing refers into Msg;
+// a smaller one decodes as usual and Buf holds nothing. Msg must be set
+// (an empty message) before the receive.
+type Pooled[M interface {
+	proto.Message
+	UnmarshalAlias([]byte) error
+}] struct {
+	Msg M
+	Buf Buffer
+}
+
+// ProtoReflect makes p a proto.Message for gRPC and the codec's small path.
+func (p *Pooled[M]) ProtoReflect() protoreflect.Message { return p.Msg.ProtoReflect() }
+
+// UnmarshalPooled implements pooledUnmarshaler.
+func (p *Pooled[M]) UnmarshalPooled(b []byte, buf Buffer) error {
+	p.Buf = buf
+	return p.Msg.UnmarshalAlias(b)
 }
 
 // Buffer is a transport pool buffer a decoded message aliases (see

@@ -672,3 +672,12 @@ func (n *Node) maintenanceLoop(ctx context.Context, every time.Duration) {
 	defer close(n.loopDone)
 	pace.Every(ctx, every, func() { n.Maintain(context.Background()) })
 }
+
+// onDrop counts page-cache bytes a log gave back (seglog.Config.OnDrop).
+func (n *Node) onDrop(read bool, b int64) {
+	i := 0
+	if read {
+		i = 1
+	}
+	n.dropped[i].Add(uint64(b))
+}

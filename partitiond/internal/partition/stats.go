@@ -117,15 +117,6 @@ func (n *Node) Stats() NodeStats {
 	return st
 }
 
-// onDrop counts page-cache bytes a log gave back (seglog.Config.OnDrop).
-func (n *Node) onDrop(read bool, b int64) {
-	i := 0
-	if read {
-		i = 1
-	}
-	n.dropped[i].Add(uint64(b))
-}
-
 // Collector exposes NodeStats as the spec's metrics (prefix strata_).
 type Collector struct {
 	n *Node

@@ -222,7 +222,9 @@ func (fe *fetcher) session() (progressed bool, err error) {
 		}
 		fe.mu.Unlock()
 		err := stream.Send(req)
-		resp := &fetchAnswer{ReplicaFetchResponse: &partitionv1.ReplicaFetchResponse{}}
+		// A large answer's batches alias a transport pool buffer the
+		// session gives back once they are applied.
+		resp := &rpc.Pooled[*partitionv1.ReplicaFetchResponse]{Msg: &partitionv1.ReplicaFetchResponse{}}
 		if err == nil {
 			err = stream.RecvMsg(resp)
 		}
@@ -239,7 +241,7 @@ func (fe *fetcher) session() (progressed bool, err error) {
 			end uint64
 		}
 		var ws []written
-		for _, d := range resp.GetPartitions() {
+		for _, d := range resp.Msg.GetPartitions() {
 			f := sent[key{d.GetTopic(), d.GetPartition()}]
 			if f == nil {
 				continue
@@ -255,7 +257,7 @@ func (fe *fetcher) session() (progressed bool, err error) {
 		// Every batch is in the log (written, not referenced: the
 		// producer table and the transaction index copy what they keep),
 		// so the answer's buffer can serve the next one.
-		resp.buf.Release()
+		resp.Buf.Release()
 		// The next request reports durable ends: wait for the group commit
 		// (on the fetcher's context: a session restart must not leave a
 		// log end that is not durable to be reported next).
@@ -265,21 +267,6 @@ func (fe *fetcher) session() (progressed bool, err error) {
 			}
 		}
 	}
-}
-
-// fetchAnswer is a fetch answer whose batches alias a transport pool buffer
-// (rpc's codec decodes large answers so) that the session gives back once
-// they are applied.
-type fetchAnswer struct {
-	*partitionv1.ReplicaFetchResponse
-	buf rpc.Buffer
-}
-
-// UnmarshalPooled is called by rpc's codec with the answer's encoding in
-// buf.
-func (a *fetchAnswer) UnmarshalPooled(b []byte, buf rpc.Buffer) error {
-	a.buf = buf
-	return a.UnmarshalAlias(b)
 }
 
 // apply applies one partition's answer; ok reports batches appended up to

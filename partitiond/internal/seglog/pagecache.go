@@ -11,12 +11,13 @@ import (
 // after a read of bytes that far behind, their pages are given back
 // (fsys.File.DropCache). Producers and tailing consumers work inside the
 // window; a consumer catching up reads its history from the disk without
-// pushing the tail out of the cache. The freed pages are what the next
-// appends write into, so a log's page-cache footprint stays about one window
-// and appends keep reusing memory the kernel has handed out before — on a
+// pushing the tail out of the cache. A log's page-cache footprint stays
+// about one window, and the freed pages are there for the next appends: on a
 // VM whose balloon takes free memory back (free page reporting), writing
-// into never-used memory costs several times the copy itself
-// (docs/performance.md, "Page-cache drop-behind").
+// into memory the host reclaimed costs several times the copy itself. A
+// busy writer gets its freed pages back; several processes writing at
+// moderate rates less reliably (docs/performance.md, "Page-cache
+// drop-behind").
 
 const (
 	// dropStep: drops are at least this large (one fadvise per MiB, not
@@ -88,12 +89,14 @@ func (l *Log) dropClosed(from *seg, pos int64, upTo *seg) {
 			start = pos
 		}
 		s.mu.RLock()
-		size, ok := s.size, s.closed && !s.retired
+		size, closed := s.size, s.closed
 		s.mu.RUnlock()
-		if !ok || size <= start {
+		if !closed || size <= start {
 			continue
 		}
-		if f, err := l.cfg.FS.Open(s.path); err == nil {
+		// A descriptor of its own, not the reader cache's: a one-off drop
+		// should neither evict a reader nor count as a reader's miss.
+		if f, err := l.openReader(s)(); err == nil {
 			if f.DropCache(start, size-start) == nil {
 				l.dropped(false, size-start)
 			}
